@@ -1,0 +1,1 @@
+"""Mutant payloads: read-only routes to an engine, their lint, pins, review and apply."""

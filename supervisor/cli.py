@@ -1,0 +1,73 @@
+"""The ``no-docker`` command line: a thin dispatcher.
+
+Each subcommand lives in the module that owns it and exposes ``main(argv) -> int``. The
+modules are imported only when their subcommand runs: ``no-docker run`` must not pay for
+aiohttp or tree-sitter (DESIGN §2).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from .errors import EXIT_USAGE, NoDockerError
+
+# subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("no_docker.supervisor.run", "run CMD with no route to any container engine"),
+    "check": ("no_docker.supervisor.check", "prove the isolation from inside (exit 0 inside a run)"),
+    "end": ("no_docker.supervisor.endcmd", "end leftover runs (alias: --end)"),
+    "runs": ("no_docker.supervisor.runs", "list runs and their state"),
+    "prove": ("no_docker.supervisor.prove", "the main job: canary, pinned mutant with and without isolation"),
+    "canary": ("no_docker.canary.cli", "the fake engine: serve, show"),
+    "mutants": ("no_docker.mutants.cli", "payloads: lint, verify, review, apply"),
+    "guard": ("no_docker.ci.guard", "CI guard checks of a repository"),
+    "stanza": ("no_docker.ci.stanza", "print the shell re-exec stanza for bash test suites"),
+}
+
+ALIASES = {"--end": "end"}
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("no-docker")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+def usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: no-docker COMMAND [ARG...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    lines += ["", "no-docker COMMAND --help shows the options of one command.",
+              "Exit status: the command's own; 125 not proven; 126/127 not executable/not found; 2 usage."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(usage(), file=sys.stdout if args else sys.stderr)
+        return 0 if args else EXIT_USAGE
+    if args[0] == "--version":
+        print(f"no-docker {version()}")
+        return 0
+    name = ALIASES.get(args[0], args[0])
+    if name not in COMMANDS:
+        print(f"no-docker: unknown command {args[0]!r}; try no-docker --help", file=sys.stderr)
+        return EXIT_USAGE
+    module = importlib.import_module(COMMANDS[name][0])
+    try:
+        return int(module.main(args[1:]))
+    except NoDockerError as err:
+        print(f"no-docker: {err}", file=sys.stderr)
+        return err.exit_status
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Fixtures every test shares.
+
+Tests start real processes; each one registers what it starts so it is reaped even when
+the test fails (trio's and psutil's discipline).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def python_argv(code: str) -> list[str]:
+    """argv of a tiny Python child: ``[sys.executable, "-u", "-c", code]``."""
+    return [sys.executable, "-u", "-c", code]
+
+
+@pytest.fixture(autouse=True)
+def _private_state_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run markers of a test live in its own directory, never in the machine's state dir."""
+    state = tmp_path_factory.mktemp("state")
+    state.chmod(0o700)
+    monkeypatch.setenv("NO_DOCKER_STATE_DIR", str(state))
+
+
+@pytest.fixture
+def spawn() -> Iterator:
+    """Start a process (``subprocess.Popen`` args); it is killed and reaped after the test."""
+    started: list[subprocess.Popen] = []
+
+    def _spawn(argv: list[str], **kwargs: object) -> subprocess.Popen:
+        kwargs.setdefault("start_new_session", True)
+        proc = subprocess.Popen(argv, **kwargs)  # type: ignore[call-overload]
+        started.append(proc)
+        return proc
+
+    yield _spawn
+    for proc in started:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.kill()
+        proc.wait(timeout=10)
