@@ -1,1 +1,11 @@
-"""The CI guard: ShellCheck, actionlint and the workflow-order checks, plus the ecosystem glue."""
+"""The CI guard and the ecosystem glue: where no-docker meets CI, test suites and mutation tools.
+
+- ``guard``           ``no-docker guard``: runs ``tools`` (ShellCheck, actionlint) and
+                      ``workflow_rules`` (T-19) over the files ``repo`` finds, prints ``findings``
+- ``workflow_rules``  job and step order from the YAML; which commands of a ``run:`` script are
+                      isolated is ``shell_commands`` (tree-sitter-bash via ``no_docker.mutants.bash_parser``)
+- ``stanza``          ``no-docker stanza``: the re-exec line for bash test suites
+- ``pytest_plugin``   ``pytest --no-docker`` (entry point ``pytest11``): stdlib and pytest only,
+                      inert unless enabled
+- ``action.yml``, ``workflows/guard.yml``  the composite action and workflow users copy
+"""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from .errors import EXIT_USAGE, NoDockerError
+from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NoDockerError
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -59,7 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"no-docker: unknown command {args[0]!r}; try no-docker --help", file=sys.stderr)
         return EXIT_USAGE
-    module = importlib.import_module(COMMANDS[name][0])
+    module_name = COMMANDS[name][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name is None or not module_name.startswith(err.name):
+            raise
+        print(f"no-docker: {name}: this installation lacks {module_name}; reinstall no-docker",
+              file=sys.stderr)
+        return EXIT_NOT_PROVEN
     try:
         return int(module.main(args[1:]))
     except NoDockerError as err:

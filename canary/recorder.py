@@ -1,0 +1,97 @@
+"""The only writer of the canary log.
+
+A record is one ``os.write`` on an ``O_APPEND`` descriptor, done before the caller sends a
+byte of answer. When ``write`` returns, the line is in the kernel's page cache: it survives
+a SIGKILL of the canary (only a crash of the kernel itself could lose it), so "answered"
+implies "in the log". No Python buffer sits in between, so there is nothing to flush.
+The canary is one thread on one event loop, so ``seq`` is assigned and written without a
+gap or a reordering.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from .errors import CanaryError
+from .records import Record, dumps
+
+_TAIL = 1 << 16  # enough to hold the last record header of any log
+
+
+_second_cache: list = [None, ""]  # (whole second, its formatted prefix): strftime once a second
+
+
+def utc_timestamp(now: float) -> str:
+    """RFC 3339 UTC with microseconds: ``2026-11-30T01:19:01.123456Z``."""
+    whole = int(now)
+    if _second_cache[0] != whole:
+        _second_cache[:] = [whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))]
+    return f"{_second_cache[1]}.{int((now - whole) * 1_000_000):06d}Z"
+
+
+def last_seq(tail: bytes) -> int:
+    """The ``seq`` of the last complete record in ``tail`` (the end of a log), else 0."""
+    for line in reversed(tail.split(b"\n")):
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):  # torn, foreign, or nested past the stack
+            continue
+        if isinstance(record, dict) and isinstance(record.get("seq"), int):
+            return record["seq"]
+    return 0
+
+
+class Recorder:
+    """Appends records to the log; ``seq`` continues from a log that already has records."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            # 0o600: records hold request headers and bodies (X-Registry-Auth, env of create).
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as err:
+            raise CanaryError(f"--log {path}: cannot open for appending: {err.strerror}") from None
+        try:
+            self.seq = self._resume()
+        except OSError as err:
+            os.close(self._fd)
+            raise CanaryError(f"--log {path}: cannot read its end: {err.strerror}") from None
+
+    def _resume(self) -> int:
+        size = os.fstat(self._fd).st_size
+        if size == 0:
+            return 0
+        with open(self.path, "rb") as log:
+            log.seek(max(0, size - _TAIL))
+            tail = log.read()
+        if not tail.endswith(b"\n"):
+            # A torn last line (a SIGKILL in the middle of a large write): start on a fresh line
+            # so it stays one unreadable line instead of corrupting the next record.
+            self._write_all(b"\n")
+        return last_seq(tail)
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+
+    def write(self, record: Record) -> Record:
+        """Give ``record`` the next ``seq`` and the time, and append it. Raises OSError.
+
+        ``seq`` is only consumed when the write succeeded, so a failed write (disk full)
+        leaves no gap; the caller must then not answer.
+        """
+        # kind, seq, time first: a reader sees what and when before the details.
+        line = {"kind": record["kind"], "seq": self.seq + 1, "time": utc_timestamp(time.time()), **record}
+        self._write_all(dumps(line))
+        self.seq += 1
+        return line
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

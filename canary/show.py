@@ -1,0 +1,110 @@
+"""``no-docker canary show``: the log as a table, and counts per listener and per route."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .records import LogLine, Record, route_of
+
+
+@dataclass(frozen=True)
+class Row:
+    seq: int | None
+    time: str
+    listener: str
+    conn: Any
+    pid: Any
+    kind: str
+    what: str
+    status: Any
+    route: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "time": self.time, "listener": self.listener, "conn": self.conn,
+                "pid": self.pid, "kind": self.kind, "what": self.what, "status": self.status,
+                "route": self.route}
+
+
+@dataclass
+class Summary:
+    rows: list[Row] = field(default_factory=list)
+    per_listener: dict[str, Counter[str]] = field(default_factory=dict)
+    per_route: Counter[str] = field(default_factory=Counter)
+    bad_lines: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "rows": [row.as_json() for row in self.rows],
+            "per_listener": {name: dict(counts) for name, counts in sorted(self.per_listener.items())},
+            "per_route": dict(sorted(self.per_route.items())),
+            "totals": {kind: sum(counts[kind] for counts in self.per_listener.values())
+                       for kind in ("connection", "request", "raw")},
+            "bad_lines": self.bad_lines,
+        }
+
+
+def _what(record: Record) -> str:
+    if record.get("kind") == "raw":
+        return f"raw: {record.get('summary') or record.get('raw_kind') or '?'}"
+    query = record.get("query")
+    target = f"{record.get('path', '?')}" + (f"?{query}" if query else "")
+    return f"{record.get('method', '?')} {target}"
+
+
+def summarize(lines: Iterable[LogLine]) -> Summary:
+    """Rows for request and raw records (peer pid joined from the connection record)."""
+    summary = Summary()
+    pids: dict[tuple[str, Any], Any] = {}
+    for line in lines:
+        record = line.record
+        if record is None:
+            summary.bad_lines.append(f"line {line.number}: {line.error}")
+            continue
+        kind = str(record.get("kind"))
+        listener = str(record.get("listener", "?"))
+        summary.per_listener.setdefault(listener, Counter())[kind] += 1
+        key = (listener, record.get("conn"))
+        if kind == "connection":
+            peer = record.get("peer")
+            pids[key] = peer.get("pid", peer.get("address")) if isinstance(peer, dict) else None
+            continue
+        route = route_of(record)
+        if route:
+            summary.per_route[route] += 1
+        summary.rows.append(Row(
+            seq=record.get("seq") if isinstance(record.get("seq"), int) else None,
+            time=str(record.get("time", "")), listener=listener, conn=record.get("conn"),
+            pid=pids.get(key), kind=kind, what=_what(record), status=record.get("status"), route=route))
+    return summary
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def render(summary: Summary, clip: int = 40) -> str:
+    """A plain-text table, then the counts. Cells but the last are clipped to ``clip``
+    characters; the request (method, path, query) is never clipped."""
+    out = []
+    header = ("SEQ", "TIME", "LISTENER", "PID", "STATUS", "ROUTE", "REQUEST")
+    cells = [(str(row.seq if row.seq is not None else "?"), row.time[11:23] or row.time, row.listener,
+              "" if row.pid is None else str(row.pid), "" if row.status is None else str(row.status),
+              row.route or "", row.what) for row in summary.rows]
+    fixed = [max([len(header[i])] + [len(_clip(c[i], clip)) for c in cells]) for i in range(6)]
+    for row in [header, *cells]:
+        parts = [_clip(cell, clip).ljust(fixed[i]) for i, cell in enumerate(row[:6])]
+        out.append("  ".join([*parts, row[6]]).rstrip())
+    out.append("")
+    out.append("per listener:")
+    for name, counts in sorted(summary.per_listener.items()):
+        out.append(f"  {name}: {counts['connection']} connections, {counts['request']} requests, "
+                   f"{counts['raw']} raw")
+    out.append("per route:" if summary.per_route else "per route: (no request carried a route id)")
+    for route, count in sorted(summary.per_route.items()):
+        out.append(f"  {route}: {count}")
+    for bad in summary.bad_lines:
+        out.append(f"unreadable: {bad}")
+    return "\n".join(out) + "\n"

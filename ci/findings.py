@@ -1,0 +1,28 @@
+"""A guard finding and how it is printed: ``file:line: rule: message`` or JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One problem the guard found; ``line`` is 1-based, ``file`` relative to the repository."""
+
+    file: str
+    line: int
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.rule}: {self.message}"
+
+    def as_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+# The T-19 rules (DESIGN §8): code under test only in the last steps of a job, no way for a
+# failing step to leave its job green.
+RULE_ORDER = "isolation-order"
+RULE_MIXED = "mixed-step"
+RULE_CONTINUE = "continue-on-error"

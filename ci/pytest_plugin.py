@@ -1,0 +1,183 @@
+"""pytest plugin: ``pytest --no-docker`` runs the whole session under ``no-docker run``.
+
+Enabled by ``--no-docker`` or the ini option ``no_docker = true``. Before pytest loads a
+single conftest.py (they import the code under test), the plugin asks ``no-docker check``
+whether this process already runs inside a run:
+
+- exit 0: it does, proven from inside; the session goes on.
+- otherwise: pytest re-executes itself, same interpreter, options and arguments, as
+  ``no-docker run -- python ... pytest ARGS`` (``exec``: the outside process is replaced, so a
+  signal to it, e.g. a cancelled CI step, reaches ``no-docker run``, which ends every process
+  of the run). The exit status is the inner session's own; 125 when the isolation cannot be
+  proven, and then no test ran.
+
+It never trusts a variable that *claims* isolation. ``NO_DOCKER_PYTEST_REEXEC``, passed into
+the run, only says "this session was already re-executed": if ``check`` still fails there, the
+session stops with 125 instead of nesting another run. A pytest started in-process by another
+program (``pytest.main()`` from mutmut, an IDE) cannot be replaced; outside a run it stops with
+125 and says to run that program under ``no-docker run`` instead.
+
+When the option is off the plugin adds its option and ini key and does nothing else: no
+process, no import beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REEXEC_VAR = "NO_DOCKER_PYTEST_REEXEC"
+EXIT_NOT_PROVEN = 125
+# pytest reads these; the run passes only an allowlist of variables, so they are named.
+PASSED_VARS = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTHONPATH")
+
+# The proof is kept in this process's memory, never in the environment. A process forked from
+# a proven one (mutmut forks one per mutant) inherits it soundly: fork cannot leave the pid and
+# network namespaces, and setns() would need capabilities the run dropped.
+_proven_by: str | None = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("no-docker", "no-docker isolation")
+    group.addoption(
+        "--no-docker",
+        action="store_true",
+        default=False,
+        dest="no_docker",
+        help="run the whole session under `no-docker run` (re-executes pytest unless `no-docker check` "
+        "proves it already runs inside one); exit 125 when the isolation cannot be proven",
+    )
+    parser.addini(
+        "no_docker",
+        type="bool",
+        default=False,
+        help="same as --no-docker; add `required_plugins = no-docker` so a missing plugin fails",
+    )
+
+
+def _enabled(config: pytest.Config) -> bool:
+    if getattr(config.known_args_namespace, "no_docker", False):
+        return True
+    try:
+        return bool(config.getini("no_docker"))
+    except (ValueError, pytest.UsageError) as err:
+        raise pytest.UsageError(f"ini option no_docker: {err} (use true or false)") from None
+
+
+def _no_docker(*args: str) -> list[str]:
+    """The no-docker command line: the same interpreter, so the venv without it on PATH works."""
+    return [sys.executable, "-m", "no_docker.supervisor.cli", *args]
+
+
+def _stop(message: str) -> None:
+    sys.stdout.flush()
+    print(f"no-docker: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_NOT_PROVEN)
+
+
+def _is_pytest_main_program(config: pytest.Config) -> bool:
+    """True when this process *is* pytest (``pytest ...`` or ``python -m pytest ...``), so it can
+    be replaced; False for ``pytest.main()`` called by another program."""
+    argv0 = Path(sys.argv[0]) if sys.argv else Path()
+    is_pytest = argv0.name in ("pytest", "py.test") or (
+        argv0.name == "__main__.py" and argv0.parent.name == "pytest"
+    )
+    return is_pytest and list(config.invocation_params.args) == sys.argv[1:]
+
+
+def reexec_argv(
+    orig_argv: list[str], argv: list[str], executable: str, passed: list[str], ro: list[str] | None = None
+) -> list[str]:
+    """``no-docker run -- <this pytest command>``: the interpreter, its options and the script or
+    ``-m pytest`` taken from ``sys.orig_argv``, the arguments from ``sys.argv``."""
+    head = orig_argv[1 : len(orig_argv) - len(argv) + 1]
+    keep = [opt for name in (REEXEC_VAR, *passed) for opt in ("--keep-env", name)]
+    visible = [opt for path in ro or [] for opt in ("--ro", path)]
+    return [
+        executable,
+        "-m",
+        "no_docker.supervisor.cli",
+        "run",
+        *keep,
+        *visible,
+        "--",
+        executable,
+        *head,
+        *argv[1:],
+    ]
+
+
+def plugin_dirs(prefixes: list[str]) -> list[str]:
+    """The re-executed pytest must import this plugin again. Installed normally it lies in the
+    environment, which the run shows; an editable install maps it to a source tree that the run
+    would not show, so that tree is made visible (read-only)."""
+    here = str(Path(__file__).resolve().parent)
+    inside_prefix = any(here == p or here.startswith(p.rstrip("/") + "/") for p in prefixes)
+    return [] if inside_prefix else [here]
+
+
+def _check() -> tuple[bool, str]:
+    import subprocess
+
+    try:
+        proof = subprocess.run(
+            _no_docker("check"),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return False, f"no-docker check could not run ({err})"
+    lines = (proof.stderr or proof.stdout).strip().splitlines()
+    return proof.returncode == 0, lines[-1] if lines else f"no-docker check exited {proof.returncode}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """The earliest hook a plugin gets: before any conftest.py, before collection."""
+    global _proven_by
+    if not _enabled(early_config) or _proven_by is not None:
+        return
+    namespace = early_config.known_args_namespace
+    if getattr(namespace, "help", False) or getattr(namespace, "version", False):
+        return  # `pytest --help` shows the option; it runs no test
+    inside, detail = _check()
+    if inside:
+        _proven_by = "no-docker check passed inside this run"
+        return
+    # A refusal below raises SystemExit through pytest's capture hook wrapper, which writes
+    # what was captured (the message) out on its way.
+    if os.environ.get(REEXEC_VAR):
+        _stop(
+            f"pytest --no-docker: re-executed under no-docker run, but the isolation is not proven: {detail}"
+        )
+    if not _is_pytest_main_program(early_config):
+        _stop(
+            f"pytest --no-docker: pytest was started in-process by {(sys.argv or ['?'])[0]!r} outside "
+            "no-docker run and cannot re-execute itself; run that program under `no-docker run -- ...`"
+        )
+    passed = [name for name in PASSED_VARS if name in os.environ]
+    prefixes = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)]
+    argv = reexec_argv(list(sys.orig_argv), list(sys.argv), sys.executable, passed, plugin_dirs(prefixes))
+    # pytest's capture plugin (a hook wrapper around this hook) has already put temporary files
+    # on fds 1 and 2; the new process must get the real ones back, or its output is lost.
+    capture = early_config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.stop_global_capturing()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, argv, {**os.environ, REEXEC_VAR: "1"})
+    except OSError as err:
+        _stop(f"pytest --no-docker: cannot start no-docker run ({err})")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if _proven_by is None:
+        return None
+    return f"no-docker: isolated ({_proven_by})"

@@ -1,0 +1,180 @@
+"""The repository the guard checks: tracked files, shell scripts, workflows, pytest settings.
+
+The only module of the guard that runs git or reads files; everything it answers is a plain
+value, so the checks stay pure.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import subprocess
+import tomllib
+from functools import cached_property
+from pathlib import Path
+
+import yaml
+from no_docker.supervisor.errors import UsageError
+
+from .shell_commands import has_stanza_first
+from .stanza import STANZA
+
+SHELL_SUFFIXES = (".sh", ".bash")
+# `#!/bin/sh`, `#!/usr/bin/bash -e`, `#!/usr/bin/env bash`, `#!/usr/bin/env -S bash -eu`
+SHEBANG = re.compile(rb"#!\s*(?:\S*/)?(?:env\s+(?:-\S+\s+)*)?(?:ba|da|k)?sh(?:\s|\Z)")
+WORKFLOW_DIR = ".github/workflows"
+WORKFLOW_SUFFIXES = (".yml", ".yaml")
+ACTION_NAME = "no-docker run"  # the `name:` of ci/action.yml
+MAX_TEXT = 1 << 20  # a script or config larger than this is not read (and never counts as isolated)
+
+
+def is_shell_script(name: str, head: bytes) -> bool:
+    """A tracked file is a shell script by its suffix or by a sh/bash/dash/ksh shebang."""
+    return name.endswith(SHELL_SUFFIXES) or SHEBANG.match(head.split(b"\n", 1)[0]) is not None
+
+
+def _truthy(value: object) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on"))
+
+
+def _requires_plugin(value: object) -> bool:
+    items = value.split() if isinstance(value, str) else value if isinstance(value, list) else []
+    return any(isinstance(i, str) and re.match(r"no[-_]docker(?:[<>=!~ ]|\Z)", i) for i in items)
+
+
+def pytest_config_isolates(files: dict[str, str]) -> bool:
+    """Does the pytest configuration (pytest's own search order, first file that configures
+    pytest wins) set ``no_docker = true`` *and* require the plugin? Without
+    ``required_plugins = no-docker`` a missing plugin would make pytest ignore the setting and
+    run the tests unisolated, so the guard does not count such a configuration."""
+    for name in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
+        text = files.get(name)
+        if text is None:
+            continue
+        section: dict[str, object] | None = None
+        if name == "pyproject.toml":
+            try:
+                tool = tomllib.loads(text).get("tool", {})
+            except tomllib.TOMLDecodeError:
+                continue
+            pytest_table = tool.get("pytest", {}) if isinstance(tool, dict) else {}
+            if not isinstance(pytest_table, dict) or not pytest_table:
+                continue
+            ini = pytest_table.get("ini_options")
+            section = ini if isinstance(ini, dict) else pytest_table
+        else:
+            parser = configparser.ConfigParser(interpolation=None)
+            try:
+                parser.read_string(text)
+            except configparser.Error:
+                continue
+            wanted = "tool:pytest" if name == "setup.cfg" else "pytest"
+            if not parser.has_section(wanted):
+                continue
+            section = dict(parser.items(wanted))
+        return _truthy(section.get("no_docker")) and _requires_plugin(section.get("required_plugins"))
+    return False
+
+
+class Repository:
+    """A git working tree; answers the questions of ``shell_commands.RepoView``."""
+
+    def __init__(self, root: Path, tracked: list[str]) -> None:
+        self.root = root
+        self.tracked = tracked
+        self._tracked_set = frozenset(tracked)
+
+    @classmethod
+    def open(cls, path: Path) -> Repository:
+        if not path.is_dir():
+            raise UsageError(f"guard: REPO {str(path)!r} is not a directory")
+        try:
+            top = subprocess.run(
+                ["git", "-C", str(path), "rev-parse", "--show-toplevel"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise UsageError("guard: git is not installed (it lists the tracked files)") from None
+        if top.returncode != 0:
+            raise UsageError(f"guard: {str(path)!r} is not inside a git repository (git rev-parse failed)")
+        root = Path(top.stdout.strip())
+        listing = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=False)
+        if listing.returncode != 0:
+            detail = listing.stderr.decode(errors="replace").strip().splitlines()
+            raise UsageError(f"guard: git ls-files failed in {str(root)!r}: {detail[-1] if detail else '?'}")
+        tracked = sorted(p for p in listing.stdout.decode("utf-8", "surrogateescape").split("\0") if p)
+        return cls(root, tracked)
+
+    def read_text(self, rel: str) -> str | None:
+        """A file's text, or None when it is absent, not a regular file, too large or not UTF-8."""
+        path = self.root / rel
+        try:
+            if not path.is_file() or path.stat().st_size > MAX_TEXT:
+                return None
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def _head(self, rel: str) -> bytes:
+        try:
+            with (self.root / rel).open("rb") as f:
+                return f.read(256)
+        except OSError:
+            return b""
+
+    def shell_scripts(self) -> list[str]:
+        """Tracked regular files that are shell scripts. A tracked symlink is skipped: git holds
+        the link, not what it points at (which may lie outside the repository)."""
+        return [
+            p
+            for p in self.tracked
+            if (self.root / p).is_file()
+            and not (self.root / p).is_symlink()
+            and is_shell_script(p, self._head(p))
+        ]
+
+    def workflows(self) -> list[str]:
+        """Every ``.github/workflows/*.yml|yaml`` on disk (tracked or not: a new workflow is
+        checked before it is committed). GitHub reads only that directory's top level."""
+        directory = self.root / WORKFLOW_DIR
+        if not directory.is_dir():
+            return []
+        return sorted(
+            f"{WORKFLOW_DIR}/{p.name}"
+            for p in directory.iterdir()
+            if p.suffix in WORKFLOW_SUFFIXES and p.is_file()
+        )
+
+    # -- RepoView --------------------------------------------------------------------------
+
+    def script_has_stanza(self, path: str) -> bool:
+        if path not in self._tracked_set:
+            return False  # an untracked script may differ on the runner: it does not count
+        text = self.read_text(path)
+        return text is not None and has_stanza_first(text, STANZA)
+
+    @cached_property
+    def _pytest_isolates(self) -> bool:
+        files = {
+            n: t
+            for n in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+            if (t := self.read_text(n)) is not None
+        }
+        return pytest_config_isolates(files)
+
+    def pytest_config_isolates(self) -> bool:
+        return self._pytest_isolates
+
+    def is_no_docker_action(self, path: str) -> bool:
+        for name in ("action.yml", "action.yaml"):
+            text = self.read_text(f"{path.rstrip('/')}/{name}")
+            if text is None:
+                continue
+            try:
+                doc = yaml.safe_load(text)
+            except (yaml.YAMLError, RecursionError):
+                return False  # not provably ours: its steps count as plain, the safe side
+            return isinstance(doc, dict) and doc.get("name") == ACTION_NAME
+        return False

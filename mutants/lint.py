@@ -1,0 +1,1263 @@
+"""The read-only lint: accept a bash payload only when every command in it is provably harmless.
+
+The payload is parsed with tree-sitter-bash (a real bash grammar) and walked like an abstract
+interpreter: each word is evaluated to a `Val` whose parts are constant text or *opaque* values
+(an environment variable, a command substitution). Commands are then checked against the data
+tables of `lint_rules`; wrappers (`bash -c`, `sh -c`, `eval`, `$(...)`, backticks, `xargs`,
+`exec`, `env`, `command`, `sudo`, `timeout`, `nohup`) are followed into what they run. Anything
+the walker does not model is rejected: the lint fails closed, so an unknown construct costs a
+false rejection, never a false acceptance.
+
+Why variables are resolved so narrowly: a name is constant only when it is assigned exactly
+once in the whole program, at top level (not inside an if, a loop, a function, a list or a
+subshell) and before the use. Every other assignment could have run, or not, on some path, so
+the value is opaque; an opaque value can never be a command name or an engine subcommand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tree_sitter import Node
+
+from . import lint_rules as R
+from .bash_parser import UnsafeForParser, parse
+
+# Statement lists that run start to end: an assignment directly in one runs before every later
+# statement of the same list (an if/case branch is not one: its sibling branch may run instead).
+BLOCKS = frozenset({"program", "subshell", "compound_statement", "do_group", "command_substitution",
+                    "process_substitution"})
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+# ---- findings --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One rejection: ``file:line:col: code: message`` (line and column 1-based)."""
+
+    path: str
+    line: int
+    col: int
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.code}: {self.message}"
+
+
+class Rejected(Exception):
+    """Raised inside the walker to abandon one command; becomes a Finding."""
+
+    def __init__(self, code: str, message: str, node: Node | None = None) -> None:
+        assert code in R.REASONS, code
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.node = node
+
+
+# ---- values ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Opaque:
+    """A part of a value the lint cannot know (an environment variable, $(...), $1...)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Val:
+    """An evaluated word: constant text and opaque parts, and whether it may split or glob."""
+
+    parts: tuple[str | Opaque, ...]
+    split: bool = False
+
+    @property
+    def exact(self) -> bool:
+        return not self.split and all(isinstance(p, str) for p in self.parts)
+
+    @property
+    def text(self) -> str:
+        """Constant parts as they are, opaque parts as ``\\0NAME\\0`` (see lint_rules)."""
+        return "".join(p if isinstance(p, str) else f"\0{p.name}\0" for p in self.parts)
+
+    @property
+    def shown(self) -> str:
+        return "".join(p if isinstance(p, str) else f"${{{p.name}}}" for p in self.parts)
+
+    @property
+    def prefix(self) -> str:
+        """The constant text before the first opaque part."""
+        out = []
+        for p in self.parts:
+            if not isinstance(p, str):
+                break
+            out.append(p)
+        return "".join(out)
+
+
+def const(text: str) -> Val:
+    return Val((text,))
+
+
+def concat(vals: Iterable[Val]) -> Val:
+    parts: list[str | Opaque] = []
+    split = False
+    for v in vals:
+        parts.extend(v.parts)
+        split = split or v.split
+    merged: list[str | Opaque] = []
+    for p in parts:
+        if isinstance(p, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += p
+        elif p != "":
+            merged.append(p)
+    return Val(tuple(merged) or ("",), split)
+
+
+@dataclass
+class Stdin:
+    """What a command reads on stdin, as far as the lint knows."""
+
+    kind: str = "inherit"  # inherit | null | heredoc | content
+    text: str | None = None  # heredoc body or piped constant content
+    quoted: bool = False  # heredoc delimiter quoted: the body is literal
+
+
+# ---- small pure helpers ------------------------------------------------------------------------
+
+_C_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b",
+              "e": "\x1b", "E": "\x1b", "f": "\f", "v": "\v", "?": "?"}
+
+
+def ansi_c_decode(body: str) -> str:
+    """Decode the inside of $'...' (bash ANSI-C quoting)."""
+    out, i = [], 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\" or i + 1 == len(body):
+            out.append(c)
+            i += 1
+            continue
+        n = body[i + 1]
+        if n in _C_ESCAPES:
+            out.append(_C_ESCAPES[n])
+            i += 2
+        elif n == "x":
+            m = re.match(r"[0-9a-fA-F]{1,2}", body[i + 2:])
+            out.append(chr(int(m.group(), 16)) if m else "\\x")
+            i += 2 + (len(m.group()) if m else 0)
+        elif n in "01234567":
+            m = re.match(r"[0-7]{1,3}", body[i + 1:])
+            assert m is not None
+            out.append(chr(int(m.group(), 8)))
+            i += 1 + len(m.group())
+        else:
+            out.append("\\" + n)
+            i += 2
+    return "".join(out)
+
+
+def printf_output(args: list[Val]) -> str | None:
+    """What ``printf FORMAT ARG...`` prints, for constant arguments and %s/%% only; else None."""
+    if not args or not all(a.exact for a in args) or args[0].text.startswith("-"):
+        return None
+    pieces: list[str | None] = []  # literal text, None for a %s slot
+    fmt, i = ansi_c_decode(args[0].text), 0
+    while i < len(fmt):
+        if fmt[i] != "%":
+            pieces.append(fmt[i])
+            i += 1
+        elif fmt[i + 1:i + 2] == "%":
+            pieces.append("%")
+            i += 2
+        elif fmt[i + 1:i + 2] == "s":
+            pieces.append(None)
+            i += 2
+        else:
+            return None  # %d, %b, widths...: not modelled
+    rest = [a.text for a in args[1:]]
+    slots = pieces.count(None)
+    if slots == 0:
+        return "".join(p for p in pieces if p is not None) if not rest else None
+    out: list[str] = []
+    while True:  # printf reuses the format until the arguments are used up
+        chunk, rest = rest[:slots], rest[slots:]
+        chunk.reverse()
+        out.extend(p if p is not None else (chunk.pop() if chunk else "") for p in pieces)
+        if not rest:
+            return "".join(out)
+
+
+def endpoint_ok(v: Val) -> bool:
+    """An engine endpoint: a unix socket path, or a loopback tcp/ssh/http address."""
+    text = v.text if v.exact else v.prefix
+    if text.startswith("/"):
+        return True
+    scheme, sep, rest = text.partition("://")
+    rule = R.ENDPOINT_SCHEMES.get(scheme)
+    if not sep or rule is None:
+        return False
+    if rule == "any":
+        return True
+    if not v.exact and not re.match(r"^[^/]*[/?]", rest):
+        return False  # the host part itself is opaque
+    hostport = re.split(r"[/?]", rest, maxsplit=1)[0].rpartition("@")[2]
+    host = hostport[: hostport.find("]") + 1] if hostport.startswith("[") else hostport.partition(":")[0]
+    return host in R.LOOPBACK_HOSTS
+
+
+def read_only_path(path: str) -> bool:
+    return R.API_VERSION_PREFIX.sub("", path) in R.READ_ONLY_PATHS
+
+
+def request_ok(content: str) -> bool:
+    """A constant HTTP/1.x GET or HEAD of a read-only path, known headers, no body."""
+    head, sep, body = content.partition("\r\n\r\n")
+    if not sep or body:
+        return False
+    lines = head.split("\r\n")
+    m = re.fullmatch(r"(GET|HEAD) (/[^ ?]*)(\?[^ ]*)? HTTP/1\.[01]", lines[0])
+    if not m or not read_only_path(m.group(2)):
+        return False
+    for line in lines[1:]:
+        name, colon, _ = line.partition(":")
+        if not colon or name.strip().lower() not in R.REQUEST_HEADERS or "\n" in line:
+            return False
+    return True
+
+
+def normalize_rel(text: str) -> str:
+    while text.startswith("./"):
+        text = text[2:]
+    return text
+
+
+def run_dir_path(v: Val) -> bool:
+    """A path in the run directory whose first component carries the no-docker- prefix."""
+    if not v.exact:
+        return False
+    text = v.text
+    if not text or text.startswith(("/", "~", "-")):
+        return False
+    parts = normalize_rel(text).split("/")
+    return ".." not in parts and parts[0].startswith(R.RUN_DIR_PREFIX)
+
+
+def route_log_target(v: Val) -> bool:
+    """``${NO_DOCKER_ROUTE_LOG}`` or ``${NO_DOCKER_ROUTE_LOG:-DEFAULT}`` with a run-dir default."""
+    if len(v.parts) != 1 or not isinstance(v.parts[0], Opaque) or v.split:
+        return False
+    name, sep, default = v.parts[0].name.partition(":-")
+    if name != R.ROUTE_LOG_VARIABLE:
+        return False
+    return not sep or run_dir_path(const(default))
+
+
+def tcp_device(text: str) -> tuple[str, str] | None:
+    """(host, port) of bash's /dev/tcp/HOST/PORT or /dev/udp/HOST/PORT, else None."""
+    m = re.fullmatch(r"/dev/(?:tcp|udp)/([^/]+)/([^/]+)", text)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def split_options(arg: str, flags: set[str] | frozenset[str], values: set[str] | frozenset[str]
+                  ) -> list[tuple[str, str | None]] | None:
+    """Split ``-abc`` / ``-oVALUE`` / ``--name=value`` into options; None if one is unknown.
+
+    The second element is the attached value ('' when the value is the next argument,
+    None for a flag).
+    """
+    if arg.startswith("--"):
+        name, eq, val = arg.partition("=")
+        if name in values:
+            return [(name, val if eq else "")]
+        return [(name, None)] if name in flags and not eq else None
+    out: list[tuple[str, str | None]] = []
+    for i, ch in enumerate(arg[1:], start=1):
+        opt = "-" + ch
+        if opt in values:
+            out.append((opt, arg[i + 1:]))
+            return out
+        if opt not in flags:
+            return None
+        out.append((opt, None))
+    return out
+
+
+def option_value(args: list[Val], i: int, attached: str, code: str, option: str, node: Node
+                 ) -> tuple[Val, int]:
+    """The value of a value-taking option and the index after it: attached (``-oVALUE``) or
+    the next argument. A value that may split is refused: its extra words could be options."""
+    if attached:
+        val = const(attached)
+    elif i < len(args):
+        val, i = args[i], i + 1
+    else:
+        raise Rejected(code, f"{option} without a value", node)
+    if val.split:
+        raise Rejected(code, f"{option} {val.shown!r} may split", node)
+    return val, i
+
+
+# ---- the walker --------------------------------------------------------------------------------
+
+@dataclass
+class Scope:
+    """What one shell knows: constant variables, defined functions, files it wrote."""
+
+    assignments: dict[str, list[Node]] = field(default_factory=dict)
+    blocks: dict[int, Node] = field(default_factory=dict)  # assignment id -> block it runs in
+    functions: dict[str, list[Node]] = field(default_factory=dict)  # name -> its definitions
+    cache: dict[str, Val | None] = field(default_factory=dict)
+
+
+class Linter:
+    """Lints one program text; nested programs (bash -c, eval, BASH_ENV files) recurse."""
+
+    def __init__(self, path: str, helper_hashes: frozenset[str], files: dict[str, str | None],
+                 findings: list[Finding], anchor: tuple[Node, str] | None = None, depth: int = 0) -> None:
+        self.path = path
+        self.helper_hashes = helper_hashes
+        self.files = files  # run-dir path -> content (None when not constant)
+        self.findings = findings
+        self.anchor = anchor  # (outer node, label) for nested programs
+        self.depth = depth
+        self.scope = Scope()
+        self.seen: set[int] = set()
+
+    # -- reporting --
+    def reject(self, err: Rejected, fallback: Node) -> None:
+        node = err.node or fallback
+        self.report(err.code, err.message, (node.start_point.row, node.start_point.column))
+
+    def report(self, code: str, message: str, point: tuple[int, int]) -> None:
+        """A finding at ``point`` (0-based row, byte column) of this text, or at the anchor."""
+        if self.anchor is not None:
+            node, label = self.anchor
+            point, message = (node.start_point.row, node.start_point.column), f"in {label}: {message}"
+        self.findings.append(Finding(self.path, point[0] + 1, point[1] + 1, code, message))
+
+    # -- entry --
+    def lint_text(self, source: bytes) -> None:
+        try:
+            tree = parse(source)
+        except UnsafeForParser as err:
+            self.report("parse-error", str(err), (err.where.row, err.where.column))
+            return
+        root = tree.root_node
+        if root.has_error:
+            bad = next((n for n in walk(root) if n.is_error or n.is_missing), root)
+            self.reject(Rejected("parse-error", f"cannot parse near {snippet(bad)!r}", bad), bad)
+            return
+        self.prepass(root)
+        self.statements(root.children, Stdin())
+
+    def prepass(self, root: Node) -> None:
+        for node in walk(root):
+            if node.type == "variable_assignment":
+                name = node.child_by_field_name("name")
+                if name is not None:
+                    self.scope.assignments.setdefault(text_of(name).split("[")[0], []).append(node)
+            elif node.type == "function_definition":
+                name = node.child_by_field_name("name")
+                if name is not None:
+                    self.scope.functions.setdefault(text_of(name), []).append(node)
+            elif node.type in ("for_statement", "unset_command"):
+                for var in node.children:
+                    if var.type in ("variable_name", "word"):
+                        self.scope.assignments.setdefault(text_of(var), []).extend([node, node])
+            elif node.type == "command":
+                self.prepass_command(node)
+            elif node.type == "expansion" and re.search(r"^\$\{[^}]*?:?=", text_of(node)):
+                inner = text_of(node)[2:]
+                name = re.split(r"[^A-Za-z0-9_]", inner, maxsplit=1)[0]
+                self.scope.assignments.setdefault(name, []).extend([node, node])
+        for node in walk(root):
+            if node.type == "variable_assignment" and node.parent is not None and node.parent.type in BLOCKS:
+                self.scope.blocks[node.id] = node.parent
+            if node.type == "command" and text_of(node).startswith("eval"):
+                # Names an eval'd text mentions may be assigned when it runs: never constant.
+                for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text_of(node)):
+                    self.scope.assignments.setdefault(name, []).extend([node, node])
+
+    def prepass_command(self, node: Node) -> None:
+        """read NAME / printf -v NAME assign opaque values: mark those names as not constant."""
+        words = [text_of(c) for c in node.children_by_field_name("argument")]
+        name_node = node.child_by_field_name("name")
+        cmd = text_of(name_node) if name_node is not None else ""
+        names: list[str] = []
+        if cmd == "read":
+            names = [w for w in words if not w.startswith("-")]
+        elif cmd == "printf" and "-v" in words[:-1]:
+            names = [words[words.index("-v") + 1]]
+        for name in names:
+            self.scope.assignments.setdefault(name, []).extend([node, node])
+
+    # -- statements --
+    def statements(self, nodes: Iterable[Node], stdin: Stdin) -> None:
+        for node in nodes:
+            if not node.is_named or node.type in ("comment", "heredoc_body"):
+                continue
+            try:
+                self.statement(node, stdin)
+            except Rejected as err:
+                self.reject(err, node)
+
+    def statement(self, node: Node, stdin: Stdin) -> None:
+        t = node.type
+        if t == "command":
+            self.command(node, [], stdin)
+        elif t == "redirected_statement":
+            body = node.child_by_field_name("body")
+            redirects = [c for c in node.children if c.type.endswith("redirect")]
+            self.attach(body, redirects, stdin)
+        elif t == "pipeline":
+            self.pipeline(node, stdin)
+        elif t in ("list", "negated_command", "subshell", "do_group", "else_clause", "elif_clause",
+                   "if_statement", "while_statement", "case_item", "program"):
+            self.compound(node, stdin)
+        elif t == "compound_statement":
+            if node.children and node.children[0].type == "((":
+                raise Rejected("arithmetic-unprovable", "(( )) evaluates its text arithmetically", node)
+            self.compound(node, stdin)
+        elif t == "for_statement":
+            for c in node.children_by_field_name("value"):
+                self.value(c)
+            self.compound(node, stdin)
+        elif t == "case_statement":
+            value = node.child_by_field_name("value")
+            if value is not None:
+                self.value(value)
+            self.compound(node, stdin)
+        elif t == "function_definition":
+            body = node.child_by_field_name("body")
+            if body is not None:
+                self.statement(body, Stdin())
+        elif t == "variable_assignment":
+            self.assignment(node)
+        elif t == "variable_assignments":
+            for c in node.named_children:
+                self.assignment(c)
+        elif t == "declaration_command":
+            self.declaration(node)
+        elif t == "unset_command":
+            for c in node.named_children:
+                if re.fullmatch(r"-\w*f\w*", text_of(c)):
+                    raise Rejected("command-not-allowed", "unset -f changes what a name runs", c)
+                if not IDENTIFIER.match(text_of(c)) and text_of(c) != "-v":
+                    raise Rejected("arithmetic-unprovable", f"unset of {text_of(c)!r}", c)
+        elif t == "test_command":
+            self.test(node)
+        elif t in ("c_style_for_statement", "arithmetic_expansion"):
+            raise Rejected("arithmetic-unprovable", f"{t} evaluates text arithmetically", node)
+        else:
+            raise Rejected("unsupported-syntax", f"{t} is not modelled by the lint", node)
+
+    def attach(self, body: Node | None, redirects: list[Node], stdin: Stdin) -> None:
+        """Run ``body`` with ``redirects``, attached where bash attaches them.
+
+        tree-sitter-bash parses ``a && b >f`` as a redirected *list*, but in bash a redirection
+        after a list binds to its last simple command; so does a redirection after a pipeline.
+        Only a group ({ }, ( ), if, while...) takes a redirection as a whole.
+        """
+        if body is None:
+            self.check_redirects(redirects, None, [])
+        elif body.type == "command":
+            self.command(body, redirects, stdin)
+        elif body.type in ("list", "pipeline"):
+            parts = [c for c in body.children if c.is_named and c.type != "comment"]
+            upstream = stdin
+            for part in parts[:-1]:
+                self.statement(part, upstream if body.type == "pipeline" else stdin)
+                if body.type == "pipeline":
+                    upstream = self.produced(part)
+            last = parts[-1] if parts else None
+            if last is not None and last.type == "redirected_statement":
+                inner = last.child_by_field_name("body")
+                inner_redirects = [c for c in last.children if c.type.endswith("redirect")]
+                feed = upstream if body.type == "pipeline" else stdin
+                self.attach(inner, inner_redirects + redirects, feed)
+            else:
+                self.attach(last, redirects, upstream if body.type == "pipeline" else stdin)
+        elif body.type == "negated_command":
+            inner = next((c for c in body.children if c.is_named), None)
+            self.attach(inner, redirects, stdin)
+        else:
+            self.check_redirects(redirects, None, [])
+            self.statement(body, self.stdin_from(redirects, stdin))
+
+    def compound(self, node: Node, stdin: Stdin) -> None:
+        for c in node.children:
+            if c.type in ("variable_name",):
+                continue
+            if c.is_named and c.type not in ("comment", "heredoc_body"):
+                if c.type in ("word", "string", "raw_string", "concatenation", "extglob_pattern", "number",
+                              "simple_expansion", "expansion", "regex"):
+                    self.value(c)  # case patterns and the like: evaluate for $(...) inside
+                else:
+                    self.statement(c, stdin)
+
+    def pipeline(self, node: Node, stdin: Stdin) -> None:
+        elements = [c for c in node.children if c.is_named]
+        upstream = stdin
+        for element in elements:
+            self.statement(element, upstream)
+            upstream = self.produced(element)
+
+    def produced(self, node: Node) -> Stdin:
+        """What a pipeline element writes to the next one, when it is a constant printf/echo."""
+        cmd = node.child_by_field_name("body") if node.type == "redirected_statement" else node
+        if cmd is None or cmd.type != "command":
+            return Stdin()
+        try:
+            argv = self.argv(cmd)
+        except Rejected:
+            return Stdin()
+        if not argv or not argv[0].exact:
+            return Stdin()
+        if argv[0].text == "printf":
+            out = printf_output(argv[1:])
+            return Stdin("content", out) if out is not None else Stdin()
+        if argv[0].text == "echo" and all(a.exact and not a.text.startswith("-") for a in argv[1:]):
+            return Stdin("content", " ".join(a.text for a in argv[1:]) + "\n")
+        return Stdin()
+
+    # -- assignments and declarations --
+    def assignment(self, node: Node) -> tuple[str, Val]:
+        name_node = node.child_by_field_name("name")
+        value_node = node.child_by_field_name("value")
+        name = text_of(name_node) if name_node is not None else ""
+        if not IDENTIFIER.match(name):
+            raise Rejected("arithmetic-unprovable",
+                           f"assignment to {name!r} (a subscript is arithmetic)", node)
+        val = self.value(value_node, quoted=True) if value_node is not None else const("")
+        val = Val(val.parts, split=False) if value_node is None or value_node.type != "array" else val
+        self.check_variable(name, val, node)
+        return name, val
+
+    def declaration(self, node: Node) -> None:
+        keyword = node.children[0].type if node.children else ""
+        if keyword in ("declare", "typeset"):
+            raise Rejected("sensitive-variable", f"{keyword} can make namerefs and attributes", node)
+        for c in node.named_children:
+            if c.type == "variable_assignment":
+                self.assignment(c)
+            elif c.type == "variable_name":
+                self.check_variable(text_of(c), None, c)
+            else:
+                raise Rejected("sensitive-variable", f"{keyword} {text_of(c)!r}: only NAME or NAME=VALUE", c)
+
+    def check_variable(self, name: str, val: Val | None, node: Node) -> None:
+        if name in R.SENSITIVE_VARIABLES or name.startswith(R.SENSITIVE_PREFIXES):
+            raise Rejected("sensitive-variable", f"{name} changes what later commands run", node)
+        if val is None:
+            return
+        if name in R.ENDPOINT_VARIABLES and not endpoint_ok(val):
+            raise Rejected("engine-host-not-loopback", f"{name}={val.shown}", node)
+        if name in R.CONFIG_VARIABLES:
+            self.check_config(val, node)
+        if name in R.STARTUP_FILE_VARIABLES:
+            self.check_startup_file(name, val, node)
+
+    def check_startup_file(self, name: str, val: Val, node: Node) -> None:
+        key = normalize_rel(val.text) if run_dir_path(val) else None
+        content = self.files.get(key) if key is not None else None
+        if content is None:
+            raise Rejected("sensitive-variable", f"{name}={val.shown}: not a file this payload wrote", node)
+        self.nested(content, node, f"{name} file {val.text}")
+
+    def check_config(self, val: Val, node: Node) -> None:
+        if not run_dir_path(val):
+            raise Rejected("engine-config-unproven",
+                           f"config dir {val.shown} is not in the run directory", node)
+        prefix = normalize_rel(val.text).rstrip("/") + "/"
+        contents = {k: v for k, v in self.files.items() if k.startswith(prefix)}
+        if not contents or any(v is None for v in contents.values()):
+            raise Rejected("engine-config-unproven",
+                           f"config dir {val.shown} holds files of unknown content", node)
+        for content in contents.values():
+            assert content is not None
+            for url in re.findall(r"[a-z0-9+.-]+://[^\"\s,}]*", content):
+                if not endpoint_ok(const(url)):
+                    raise Rejected("engine-host-not-loopback", f"config endpoint {url}", node)
+
+    def test(self, node: Node) -> None:
+        double = bool(node.children) and node.children[0].type == "[["
+        for n in walk(node):
+            if n.type == "test_operator" and text_of(n) == "-v":
+                operand = n.next_named_sibling
+                if operand is None or not IDENTIFIER.match(text_of(operand)):
+                    raise Rejected("arithmetic-unprovable", "-v of a subscript evaluates it", n)
+            if double and n.type == "binary_expression":
+                op = next((c for c in n.children if not c.is_named or c.type == "test_operator"), None)
+                if op is not None and text_of(op) in ("-eq", "-ne", "-lt", "-le", "-gt", "-ge"):
+                    for side in n.named_children:
+                        if side is op:
+                            continue
+                        if not self.value(side).exact:
+                            raise Rejected("arithmetic-unprovable",
+                                           f"[[ {text_of(op)} ]] of opaque text", side)
+            if n.type in ("command_substitution", "process_substitution"):
+                self.substitution(n)
+
+    # -- words --
+    def argv(self, cmd: Node) -> list[Val]:
+        name = cmd.child_by_field_name("name")
+        out = [self.value(name)] if name is not None else []
+        out += [self.value(a) for a in cmd.children_by_field_name("argument")]
+        return out
+
+    def value(self, node: Node, quoted: bool = False) -> Val:
+        t = node.type
+        if t == "command_name":
+            return concat(self.value(c) for c in node.children)
+        if t in ("word", "number", "extglob_pattern", "regex"):
+            return self.word(text_of(node))
+        if t == "raw_string":
+            return const(text_of(node)[1:-1])
+        if t == "ansi_c_string":
+            return const(ansi_c_decode(text_of(node)[2:-1]))
+        if t in ("string", "translated_string"):
+            return self.dquoted(node)
+        if t == "concatenation":
+            return concat(self.value(c) for c in node.children)
+        if t == "simple_expansion":
+            return self.variable(text_of(node)[1:], node, quoted)
+        if t == "expansion":
+            return self.expansion(node, quoted)
+        if t in ("command_substitution", "process_substitution"):
+            self.substitution(node)
+            return Val((Opaque(text_of(node)),), split=not quoted)
+        if t == "arithmetic_expansion":
+            raise Rejected("arithmetic-unprovable", "$(( )) evaluates its text arithmetically", node)
+        if t == "array":
+            return concat(self.value(c) for c in node.named_children)
+        if t == "$":
+            return const("$")
+        raise Rejected("unsupported-syntax", f"{t} in a word is not modelled by the lint", node)
+
+    def word(self, raw: str) -> Val:
+        """An unquoted word: backslashes quote, ~ is $HOME, globs and braces may expand."""
+        split = bool(GLOB_CHARS.search(raw.replace("\\*", "").replace("\\?", "").replace("\\[", "")))
+        split = split or "{" in raw or "}" in raw
+        parts: list[str | Opaque] = []
+        if raw == "~" or raw.startswith("~/"):
+            parts.append(Opaque("HOME"))
+            raw = raw[1:]
+        elif raw.startswith("~"):
+            return Val((Opaque(raw),), split=True)
+        parts.append(re.sub(r"\\(.)", r"\1", raw, flags=re.S))
+        return Val(tuple(parts), split)
+
+    def dquoted(self, node: Node) -> Val:
+        vals = []
+        for c in node.children:
+            if c.type in ('"', "$\""):
+                continue
+            if c.type == "string_content":
+                vals.append(const(re.sub(r'\\([$`"\\\n])', r"\1", text_of(c))))
+            elif c.type == "$":
+                vals.append(const("$"))
+            else:
+                vals.append(self.value(c, quoted=True))
+        return concat(vals) if vals else const("")
+
+    def variable(self, name: str, node: Node, quoted: bool) -> Val:
+        if not IDENTIFIER.match(name):
+            return Val((Opaque(name),), split=not quoted)
+        val = self.constant(name, node)
+        if val is None:
+            return Val((Opaque(name),), split=not quoted)
+        return Val(val.parts, split=val.split or (not quoted and not val.exact))
+
+    def constant(self, name: str, use: Node) -> Val | None:
+        nodes = self.scope.assignments.get(name, [])
+        if len(nodes) != 1 or nodes[0].id not in self.scope.blocks:
+            return None
+        assign, block = nodes[0], self.scope.blocks[nodes[0].id]
+        # Only uses after the assignment and inside the block it runs in unconditionally.
+        if use.start_byte < assign.end_byte or use.end_byte > block.end_byte:
+            return None
+        if name not in self.scope.cache:
+            self.scope.cache[name] = None  # guards self-reference
+            value = assign.child_by_field_name("value")
+            val = self.value(value, quoted=True) if value is not None else const("")
+            self.scope.cache[name] = Val(val.parts) if value is None or value.type != "array" else val
+        return self.scope.cache[name]
+
+    def expansion(self, node: Node, quoted: bool) -> Val:
+        inner = text_of(node)[2:-1]
+        for n in walk(node):
+            if n is node:
+                continue
+            if n.type in ("command_substitution", "process_substitution"):
+                self.substitution(n)
+            if n.type == "subscript":
+                index = n.child_by_field_name("index")
+                if index is None or text_of(index) not in ("@", "*") and not text_of(index).isdigit():
+                    raise Rejected("arithmetic-unprovable", f"subscript in ${{{inner}}}", n)
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?::?-(.*))?", inner, flags=re.S)
+        if m and m.group(2) is None:
+            return self.variable(m.group(1), node, quoted)
+        m_sub = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*:([^:]*)(?::(.*))?", inner, flags=re.S)
+        if m_sub and not m_sub.group(1).startswith(("-", "=", "?", "+")):
+            for offset in (m_sub.group(1), m_sub.group(2) or "0"):
+                if not offset.strip().isdigit():
+                    raise Rejected("arithmetic-unprovable", f"substring offset in ${{{inner}}}", node)
+        return Val((Opaque(inner),), split=not quoted)
+
+    def substitution(self, node: Node) -> None:
+        if node.id in self.seen:
+            return
+        self.seen.add(node.id)
+        self.statements(node.named_children, Stdin())
+
+    # -- commands --
+    def command(self, node: Node, redirects: list[Node], stdin: Stdin) -> None:
+        env: dict[str, Val] = {}
+        for c in node.children:
+            if c.type == "variable_assignment":
+                name, val = self.assignment(c)
+                env[name] = val
+        for c in node.children:  # herestrings and redirects tree-sitter keeps inside the command
+            if c.type.endswith("redirect"):
+                redirects = [*redirects, c]
+        argv = self.argv(node)
+        stdin = self.stdin_from(redirects, stdin)
+        self.check_redirects(redirects, node, argv)
+        if argv:
+            self.run(argv, env, stdin, node, open_tail=False, functions=True)
+
+    def stdin_from(self, redirects: list[Node], stdin: Stdin) -> Stdin:
+        for r in redirects:
+            if r.type == "heredoc_redirect":
+                start = next((c for c in r.children if c.type == "heredoc_start"), None)
+                body = next((c for c in r.children if c.type == "heredoc_body"), None)
+                quoted = start is not None and bool(re.search(r"['\"\\]", text_of(start)))
+                if body is not None and not quoted:
+                    for n in walk(body):
+                        if n.type in ("command_substitution", "expansion", "simple_expansion"):
+                            if n.type == "command_substitution":
+                                self.substitution(n)
+                            return Stdin("heredoc", None, False)
+                stdin = Stdin("heredoc", text_of(body) if body is not None else "", quoted)
+            elif r.type == "herestring_redirect":
+                val = concat(self.value(c) for c in r.named_children)
+                stdin = Stdin("content", val.text + "\n") if val.exact else Stdin()
+            elif r.type == "file_redirect":
+                op = redirect_operator(r)
+                dest = r.child_by_field_name("destination")
+                fd = redirect_fd(r)
+                if op == "<" and fd in ("", "0") and dest is not None:
+                    target = self.value(dest)
+                    stdin = Stdin("null") if target.exact and target.text == "/dev/null" else Stdin()
+        return stdin
+
+    def check_redirects(self, redirects: list[Node], cmd: Node | None, argv: list[Val]) -> None:
+        for r in redirects:
+            if r.type != "file_redirect":
+                continue
+            op = redirect_operator(r)
+            dest_node = r.child_by_field_name("destination")
+            dest = self.value(dest_node) if dest_node is not None else const("")
+            fd = redirect_fd(r)
+            if op in ("<&", ">&", "<&-", ">&-") and dest.exact and (dest.text.isdigit() or dest.text == "-"):
+                if op == ">&" and dest.text.isdigit() and int(dest.text) >= 3:
+                    self.check_socket_write(argv, r)
+                continue
+            if op == ">&" and dest.exact and not dest.text.isdigit():
+                op = "&>"  # `>&file` is `&>file`
+            dev = tcp_device(dest.text) if dest.exact else None
+            if dev is not None:
+                if dev[0] not in R.LOOPBACK_HOSTS:
+                    raise Rejected("engine-host-not-loopback", f"/dev/tcp to {dev[0]}", r)
+                if op != "<" or fd not in ("", "0") and not fd.isdigit():
+                    self.check_socket_write(argv, r)
+                continue
+            if dest.prefix.startswith(("/dev/tcp", "/dev/udp")):  # a socket to a host not known
+                raise Rejected("redirect-target-unprovable", f"network device {dest.shown}", r)
+            if op == "<":
+                continue
+            if op not in (">", ">>", ">|", "&>", "&>>", "<>"):
+                raise Rejected("unsupported-syntax", f"redirection {op!r}", r)
+            self.check_write(dest, op, argv, r)
+
+    def check_socket_write(self, argv: list[Val], node: Node) -> None:
+        """Bytes written to a socket fd: only printf of a constant read-only request."""
+        content = printf_output(argv[1:]) if argv and argv[0].exact and argv[0].text == "printf" else None
+        if content is None or not request_ok(content):
+            raise Rejected("network-input-unprovable",
+                           "only printf of a constant GET/HEAD may write to a socket", node)
+
+    def check_write(self, dest: Val, op: str, argv: list[Val], node: Node) -> None:
+        if dest.exact and dest.text in R.HARMLESS_WRITE_TARGETS:
+            return
+        if route_log_target(dest):
+            return
+        if run_dir_path(dest):
+            content = None
+            if argv and argv[0].exact and argv[0].text == "printf" and op in (">", ">|"):
+                content = printf_output(argv[1:])
+            key = normalize_rel(dest.text)
+            self.files[key] = content if op in (">", ">|") or self.files.get(key, "") is None else None
+            return
+        is_probe = (op == ">>" and len(argv) == 1 and argv[0].exact and argv[0].text in R.PROBE_COMMANDS)
+        if is_probe and normalize_rel(dest.text) in R.PERSISTENCE_FILES:
+            return
+        outside = dest.prefix.startswith("/") or dest.parts[0] == Opaque("HOME")
+        if not dest.exact and not is_probe and not outside:
+            raise Rejected("redirect-target-unprovable", f"write to {dest.shown}", node)
+        raise Rejected("write-outside-run-dir", f"write to {dest.shown}", node)
+
+    # -- what a command line runs --
+    def run(self, argv: list[Val], env: dict[str, Val], stdin: Stdin, node: Node, open_tail: bool,
+            functions: bool) -> None:
+        head = argv[0]
+        if not head.exact:
+            raise Rejected("dynamic-command-name", f"command name {head.shown!r} is not a constant", node)
+        name = head.text
+        if functions and self.defined_function(name, node):
+            return  # the body is linted where it is defined
+        if "/" in name:
+            directory, _, base = name.rpartition("/")
+            if directory not in R.SYSTEM_DIRS:
+                raise Rejected("command-path-not-allowed", f"{name}: not in {sorted(R.SYSTEM_DIRS)}", node)
+            name = base
+        args = argv[1:]
+        if name == "eval":
+            if open_tail:  # `xargs eval`: the appended text would be evaluated
+                raise Rejected("xargs-open-command", "xargs eval", node)
+            return self.eval(args, node)
+        if name in R.REJECTED_BUILTINS:
+            raise Rejected(R.REJECTED_BUILTINS[name], f"{name} is not allowed", node)
+        if name in R.SHELLS:
+            return self.shell(name, args, node)
+        if name in R.WRAPPERS:
+            return self.wrapper(name, args, env, stdin, node, open_tail)
+        if name == "xargs":
+            return self.xargs(args, env, node, open_tail)
+        if name in R.ENGINES:
+            return self.engine(name, args, env, node, open_tail)
+        if name == "curl":
+            return self.curl(args, node, open_tail)
+        if name in ("socat", "nc", "netcat", "ncat"):
+            return self.socket_tool(name, args, stdin, node, open_tail)
+        if name in R.PYTHONS:
+            return self.python(args, stdin, node, open_tail)
+        if name == "mkdir":
+            return self.mkdir(args, node, open_tail)
+        if name == "ln":
+            return self.ln(args, node, open_tail)
+        if name in R.PLAIN_TOOLS:
+            return self.plain(name, args, node)
+        if name in R.DESTRUCTIVE_TOOLS or name.startswith("mkfs"):
+            raise Rejected("destructive-command", f"{name} changes files or processes", node)
+        raise Rejected("command-not-allowed", f"{name} is not on the allowlist", node)
+
+    def defined_function(self, name: str, call: Node) -> bool:
+        """True when ``name`` surely names the payload's function at ``call``.
+
+        Only a single definition directly in the script, before the call, counts: a function
+        defined in an if branch, twice, or later may not exist when the call runs, and then the
+        name runs whatever command has it (`if false; then rm() { :; }; fi; rm -rf x`).
+        """
+        defs = self.scope.functions.get(name, [])
+        if len(defs) != 1:
+            return False
+        definition = defs[0]
+        parent = definition.parent
+        return parent is not None and parent.type == "program" and call.start_byte > definition.end_byte
+
+    def plain(self, name: str, args: list[Val], node: Node) -> None:
+        if name in R.NAME_TAKING or name == "printf":
+            names = [a for a in args if not a.text.startswith("-")] if name in R.NAME_TAKING else []
+            if name == "printf" and args and args[0].exact and args[0].text == "-v":
+                names = args[1:2]
+            for a in names:
+                if not a.exact or not IDENTIFIER.match(a.text.split("=")[0]):
+                    raise Rejected("arithmetic-unprovable", f"{name} of name {a.shown!r}", node)
+                self.check_variable(a.text.split("=")[0], None, node)
+            if name in ("local", "export", "readonly") and any(a.text.startswith("-") for a in args):
+                raise Rejected("sensitive-variable", f"{name} with options", node)
+
+    def eval(self, args: list[Val], node: Node) -> None:
+        if not all(a.exact for a in args):
+            shown = " ".join(a.shown for a in args)
+            raise Rejected("eval-non-constant", f"eval of {shown!r}", node)
+        self.nested(" ".join(a.text for a in args), node, "eval")
+
+    def shell(self, name: str, args: list[Val], node: Node) -> None:
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if not a.exact:
+                raise Rejected("shell-string-non-constant", f"{name} argument {a.shown!r}", node)
+            t = a.text
+            if t in R.SHELL_VALUE_FLAGS:
+                i += 2
+                continue
+            if t in R.SHELL_FLAGS:
+                i += 1
+                continue
+            if t.startswith("-") and len(t) > 1 and "c" in t[1:] and not t.startswith("--"):
+                others = {"-" + ch for ch in t[1:] if ch != "c"}
+                if not others <= R.SHELL_FLAGS:
+                    raise Rejected("shell-option-not-allowed", f"{name} {t}", node)
+                if i + 1 >= len(args):
+                    raise Rejected("shell-reads-stdin", f"{name} -c without a string", node)
+                script = args[i + 1]
+                if not script.exact:
+                    raise Rejected("shell-string-non-constant", f"{name} -c {script.shown!r}", node)
+                self.nested(script.text, node, f"{name} -c string")
+                return
+            if t.startswith("-") and t != "-":
+                code = "shell-reads-stdin" if t in ("-s",) else "shell-option-not-allowed"
+                raise Rejected(code, f"{name} {t}", node)
+            raise Rejected("shell-reads-stdin", f"{name} runs the file {t!r}", node)
+        raise Rejected("shell-reads-stdin", f"{name} reads its program from stdin", node)
+
+    def nested(self, text: str, node: Node, label: str) -> None:
+        if self.depth > 8:
+            raise Rejected("unsupported-syntax", "nesting deeper than 8 levels", node)
+        anchor = self.anchor or (node, label)
+        if self.anchor is not None:
+            anchor = (self.anchor[0], f"{self.anchor[1]}: {label}")
+        child = Linter(self.path, self.helper_hashes, self.files, self.findings, anchor, self.depth + 1)
+        # Every nested text gets a scope of its own. For bash -c and BASH_ENV files that is what
+        # runs; eval shares the shell, so there the caller's variables are opaque in the text
+        # and the names the text mentions are never constant for the caller (prepass): neither
+        # side can resolve a value the other may change.
+        child.lint_text(text.encode("utf-8", "surrogateescape"))  # text_of's bytes, exactly
+
+    def wrapper(self, name: str, args: list[Val], env: dict[str, Val], stdin: Stdin, node: Node,
+                open_tail: bool) -> None:
+        rule = R.WRAPPERS[name]
+        flags, values = set(rule["flags"]), set(rule["values"])  # type: ignore[call-overload]
+        env = dict(env)
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if not a.exact:
+                raise Rejected("wrapper-option-not-allowed", f"{name} argument {a.shown!r}", node)
+            t = a.text
+            if t == "--":
+                i += 1
+                break
+            if name == "command" and t in rule.get("query", set()):  # type: ignore[operator]
+                return
+            if rule.get("assignments") and "=" in t and IDENTIFIER.match(t.split("=")[0]):
+                var, _, value = t.partition("=")
+                self.check_variable(var, const(value), node)
+                env[var] = const(value)
+                i += 1
+                continue
+            if t.startswith("-") and t != "-":
+                opts = split_options(t, flags, values)
+                if opts is None:
+                    raise Rejected("wrapper-option-not-allowed", f"{name} {t}", node)
+                i += 1
+                if opts[-1][1] == "":
+                    i += 1  # the value is the next argument
+                continue
+            break
+        rest = args[i:]
+        if name == "timeout" and rest:
+            rest = rest[1:]  # the duration
+        if not rest:
+            if open_tail:  # `xargs env`: the appended arguments would become the command
+                raise Rejected("xargs-open-command", f"xargs {name} with no command", node)
+            if rule.get("empty_ok") or name in ("env",):
+                return
+            raise Rejected("wrapper-option-not-allowed", f"{name} without a command", node)
+        self.run(rest, env, stdin, node, open_tail, functions=False)
+
+    def xargs(self, args: list[Val], env: dict[str, Val], node: Node, open_tail: bool = False) -> None:
+        i = 0
+        while i < len(args):
+            t = args[i].text
+            if not args[i].exact:
+                raise Rejected("xargs-open-command", f"xargs argument {args[i].shown!r}", node)
+            if t.startswith("-") and t != "-":
+                opts = split_options(t, R.XARGS["flags"], R.XARGS["values"])
+                if opts is None:
+                    raise Rejected("wrapper-option-not-allowed", f"xargs {t}", node)
+                i += 2 if opts[-1][1] == "" else 1
+                continue
+            break
+        rest = args[i:]
+        if not rest and open_tail:  # `xargs xargs`: the outer one would supply the command
+            raise Rejected("xargs-open-command", "xargs with no command under xargs", node)
+        if rest:
+            self.run(rest, env, Stdin(), node, open_tail=True, functions=False)
+
+    def engine(self, name: str, args: list[Val], env: dict[str, Val], node: Node, open_tail: bool) -> None:
+        rule = R.ENGINES[name]
+        values, flags = rule["values"], rule["flags"]
+        context: Val | None = env.get("DOCKER_CONTEXT") if name == "docker" else None
+        config: Val | None = env.get("DOCKER_CONFIG") if name == "docker" else None
+        i = 0
+        while i < len(args) and args[i].exact and args[i].text.startswith("-"):
+            t = args[i].text
+            opts = split_options(t, flags, values)  # type: ignore[arg-type]
+            if opts is None or len(opts) != 1:
+                raise Rejected("engine-option-not-allowed", f"{name} {t}", node)
+            opt, attached = opts[0]
+            i += 1
+            if attached is None:
+                continue
+            val, i = option_value(args, i, attached, "engine-option-not-allowed", f"{name} {opt}", node)
+            if opt in rule["host_options"] and not endpoint_ok(val):  # type: ignore[operator]
+                raise Rejected("engine-host-not-loopback", f"{name} {opt} {val.shown}", node)
+            if opt in rule["context_options"]:  # type: ignore[operator]
+                context = val
+            if opt in rule["config_options"]:  # type: ignore[operator]
+                config = val
+        if config is not None:
+            self.check_config(config, node)
+        if context is not None and not (context.exact and context.text == "default") and config is None:
+            raise Rejected("engine-config-unproven",
+                           f"context {context.shown} from a config the lint cannot read",
+                           node)
+        if i >= len(args):
+            if open_tail:
+                raise Rejected("xargs-open-command", f"xargs {name} with no subcommand", node)
+            return
+        if not args[i].exact:
+            raise Rejected("dynamic-engine-subcommand", f"{name} {args[i].shown!r}", node)
+        path = (args[i].text,)
+        if path[0] in rule["groups"]:  # type: ignore[operator]
+            if i + 1 >= len(args):
+                if open_tail:
+                    raise Rejected("xargs-open-command", f"xargs {name} {path[0]} with no subcommand", node)
+                return
+            second = args[i + 1]
+            if not second.exact:
+                raise Rejected("dynamic-engine-subcommand", f"{name} {path[0]} {second.shown!r}", node)
+            path = (path[0], second.text)
+        shown = " ".join((name, *path))
+        if path in rule["read_only"]:  # type: ignore[operator]
+            return
+        if path[-1] in rule["destructive"] or path[0] in rule["destructive"]:  # type: ignore[operator]
+            raise Rejected("destructive-engine-command", f"{shown} changes engine state", node)
+        raise Rejected("engine-subcommand-not-allowed", f"{shown} is not on the read-only allowlist", node)
+
+    def curl(self, args: list[Val], node: Node, open_tail: bool) -> None:
+        if open_tail:
+            raise Rejected("xargs-open-command", "xargs curl: appended arguments could be options", node)
+        c = R.CURL
+        if not args or not args[0].exact or args[0].text not in ("-q", "--disable"):
+            # curl reads ~/.curlrc unless -q comes first: a -X DELETE or data= there would apply.
+            raise Rejected("curl-option-not-allowed", "curl must start with -q (ignore ~/.curlrc)", node)
+        urls: list[Val] = []
+        method, unix_socket = "GET", False
+        i = 0
+        while i < len(args):
+            a = args[i]
+            t = a.text
+            i += 1
+            if a.split:
+                raise Rejected("curl-option-not-allowed", f"curl argument {a.shown!r} may split", node)
+            if not t.startswith("-"):
+                if a.prefix.startswith("-") or not a.prefix:
+                    raise Rejected("curl-option-not-allowed",
+                                   f"curl argument {a.shown!r} could be an option", node)
+                urls.append(a)
+                continue
+            if not a.exact:
+                raise Rejected("curl-option-not-allowed", f"curl option {a.shown!r}", node)
+            # Upload options are parsed as value options so `-sd x` and `-XPOST` split right.
+            opts = split_options(t, c["flags"], c["values"] | c["upload"])
+            if opts is None:
+                raise Rejected("curl-option-not-allowed", f"curl {t}", node)
+            if any(opt in c["upload"] for opt, _ in opts):
+                raise Rejected("curl-upload", f"curl {t} sends a body", node)
+            for opt, attached in opts:
+                if opt in ("-I", "--head"):
+                    method = "HEAD"
+                if attached is None:
+                    continue
+                val, i = option_value(args, i, attached, "curl-option-not-allowed", f"curl {opt}", node)
+                method, unix_socket = self.curl_option(opt, val, method, unix_socket, urls, node)
+        if method not in c["methods"]:
+            raise Rejected("curl-method-not-read-only", f"curl -X {method}", node)
+        for url in urls:
+            self.curl_url(url, unix_socket, node)
+
+    def curl_option(self, opt: str, val: Val, method: str, unix_socket: bool, urls: list[Val], node: Node
+                    ) -> tuple[str, bool]:
+        if opt in ("-X", "--request"):
+            if not val.exact or val.text.upper() not in R.CURL["methods"]:
+                raise Rejected("curl-method-not-read-only", f"curl {opt} {val.shown}", node)
+            return val.text.upper(), unix_socket
+        if opt in ("-o", "--output"):
+            if not (val.exact and val.text in R.HARMLESS_WRITE_TARGETS) and not run_dir_path(val):
+                raise Rejected("write-outside-run-dir", f"curl {opt} {val.shown}", node)
+        elif opt in ("-w", "--write-out"):
+            if "%output{" in val.text or "%{output" in val.text:
+                raise Rejected("write-outside-run-dir", "curl -w %output{} writes a file", node)
+        elif opt in ("-H", "--header"):
+            header_name, colon, rest = val.text.partition(":")
+            if (not colon or not all(isinstance(p, str) for p in const(header_name).parts)
+                    or "\0" in header_name or header_name.strip().lower() not in R.CURL["headers"]
+                    or "\n" in rest or "\r" in rest):
+                raise Rejected("curl-option-not-allowed", f"curl header {val.shown!r}", node)
+        elif opt in ("--unix-socket", "--abstract-unix-socket"):
+            return method, True
+        elif opt == "--url":
+            urls.append(val)
+        return method, unix_socket
+
+    def curl_url(self, url: Val, unix_socket: bool, node: Node) -> None:
+        text = url.text if url.exact else url.prefix
+        m = re.match(r"^(https?)://(\[[^\]]*\]|[^/:?#]*)(:\d+)?(/[^?#]*)?(\?|$)", text)
+        if not m or (not url.exact and m.group(5) != "?"):
+            raise Rejected("curl-url-not-allowed",
+                           f"curl {url.shown}: scheme, host and path must be constant", node)
+        host, path = m.group(2), m.group(4) or "/"
+        if host not in R.CURL["hosts"] or (host in R.CURL["socket_hosts"] and not unix_socket):
+            raise Rejected("curl-url-not-allowed", f"curl host {host!r} is not local", node)
+        if not read_only_path(path):
+            raise Rejected("curl-url-not-allowed", f"curl path {path} is not a read-only endpoint", node)
+
+    def socket_tool(self, name: str, args: list[Val], stdin: Stdin, node: Node, open_tail: bool) -> None:
+        if open_tail:
+            raise Rejected("xargs-open-command", f"xargs {name}", node)
+        if not all(a.exact for a in args):
+            raise Rejected("socket-address-not-allowed", f"{name} with non-constant arguments", node)
+        constant_request = stdin.kind == "content" and request_ok(stdin.text or "")
+        if stdin.kind != "null" and not constant_request:
+            raise Rejected("network-input-unprovable",
+                           f"{name} sends stdin that is not a constant GET/HEAD", node)
+        rule = R.SOCAT if name == "socat" else R.NC
+        positional: list[str] = []
+        i = 0
+        unix = False
+        while i < len(args):
+            t = args[i].text
+            i += 1
+            if t.startswith("-") and t != "-":
+                opts = split_options(t, rule["flags"], rule["values"])  # type: ignore[arg-type]
+                if opts is None:
+                    raise Rejected("socket-address-not-allowed", f"{name} {t}", node)
+                unix = unix or any(o == "-U" for o, _ in opts)
+                if opts[-1][1] == "":
+                    i += 1
+                continue
+            positional.append(t)
+        if name == "socat":
+            self.socat_addresses(positional, node)
+        elif unix:
+            if len(positional) != 1:
+                raise Rejected("socket-address-not-allowed", f"{name} -U needs one socket path", node)
+        elif len(positional) != 2 or positional[0] not in R.LOOPBACK_HOSTS or not positional[1].isdigit():
+            raise Rejected("socket-address-not-allowed",
+                           f"{name} {' '.join(positional)}: not a loopback port", node)
+
+    def socat_addresses(self, addresses: list[str], node: Node) -> None:
+        if len(addresses) != 2 or addresses[0] not in R.SOCAT["stdio"]:
+            raise Rejected("socket-address-not-allowed", f"socat {' '.join(addresses)}", node)
+        kind, colon, rest = addresses[1].partition(":")
+        target = R.SOCAT["connect"].get(kind.upper())
+        if not colon or target is None or "," in rest:
+            raise Rejected("socket-address-not-allowed", f"socat address {addresses[1]!r}", node)
+        if target == "tcp":
+            host = rest.rpartition(":")[0]
+            if host not in R.LOOPBACK_HOSTS:
+                raise Rejected("engine-host-not-loopback", f"socat {addresses[1]}", node)
+
+    def python(self, args: list[Val], stdin: Stdin, node: Node, open_tail: bool) -> None:
+        i = 0
+        flags: set[str] = set()
+        while i < len(args) and args[i].exact and args[i].text in R.PYTHON_FLAGS:
+            flags.add(args[i].text)
+            i += 1
+        if open_tail or "-I" not in flags or i >= len(args) or not args[i].exact or args[i].text != "-":
+            raise Rejected("python-not-pinned-helper",
+                           "python runs only a pinned helper: python3 -I - <<'EOF'", node)
+        if stdin.kind != "heredoc" or not stdin.quoted or stdin.text is None:
+            raise Rejected("python-not-pinned-helper",
+                           "python's program must be a quoted here-document", node)
+        digest = hashlib.sha256(stdin.text.encode("utf-8", "surrogateescape")).hexdigest()
+        if digest not in self.helper_hashes:
+            raise Rejected("python-not-pinned-helper",
+                           f"here-document sha256 {digest[:16]}... is not a pinned helper",
+                           node)
+
+    def mkdir(self, args: list[Val], node: Node, open_tail: bool) -> None:
+        if open_tail:
+            raise Rejected("mkdir-not-allowed", "xargs mkdir", node)
+        for a in args:
+            if a.exact and a.text in ("-p", "--parents"):
+                continue
+            if run_dir_path(a) or normalize_rel(a.text) in R.PERSISTENCE_DIRS:
+                continue
+            raise Rejected("mkdir-not-allowed", f"mkdir {a.shown}", node)
+
+    def ln(self, args: list[Val], node: Node, open_tail: bool) -> None:
+        paths = [a for a in args if not (a.exact and re.fullmatch(r"-[sfnT]+", a.text))]
+        if open_tail or len(paths) != 2 or not any(a.text.startswith("-") and "s" in a.text for a in args):
+            raise Rejected("link-not-allowed", "ln -s ENGINE-SOCKET ./no-docker-NAME only", node)
+        target, link = paths
+        if not (target.exact and target.text in R.ENGINE_SOCKETS) or not run_dir_path(link):
+            raise Rejected("link-not-allowed", f"ln -s {target.shown} {link.shown}", node)
+
+
+# ---- tree helpers ------------------------------------------------------------------------------
+
+def walk(node: Node) -> Iterator[Node]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def text_of(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "surrogateescape")
+
+
+def snippet(node: Node) -> str:
+    return text_of(node)[:40]
+
+
+def redirect_operator(node: Node) -> str:
+    for c in node.children:
+        if not c.is_named:
+            return c.type
+    return ""
+
+
+def redirect_fd(node: Node) -> str:
+    fd = node.child_by_field_name("descriptor")
+    return text_of(fd) if fd is not None else ""
+
+
+# ---- public API --------------------------------------------------------------------------------
+
+def lint_source(source: str | bytes, path: str = "<payload>",
+                helper_hashes: Iterable[str] = ()) -> list[Finding]:
+    """Every reason ``source`` is not provably read-only; [] means accepted."""
+    # surrogatepass: any str has bytes (a lone surrogate parses as an invalid sequence would)
+    data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
+    findings: list[Finding] = []
+    try:
+        Linter(path, frozenset(helper_hashes), {}, findings).lint_text(data)
+    except RecursionError:
+        # The walker recurses once per nesting level; thousands of ( or $( exhaust Python's stack.
+        findings.append(Finding(path, 1, 1, "unsupported-syntax", "nested deeper than the lint can follow"))
+    return sorted(set(findings))
+
+
+def lint_file(path: Path, helper_hashes: Iterable[str] | None = None) -> list[Finding]:
+    """Lint one file; the helper hashes default to the pinned helpers of pins.json."""
+    if helper_hashes is None:
+        from .pins import helper_hashes as pinned
+
+        helper_hashes = pinned()
+    return lint_source(path.read_bytes(), str(path), helper_hashes)

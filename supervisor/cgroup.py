@@ -1,0 +1,367 @@
+"""A cgroup per run: a v2 leaf for ``cgroup.kill``/``cgroup.freeze``/``populated``, and a pids limit.
+
+The cgroup is the second marker (the pid namespace is the first and suffices alone): where a
+v2 leaf can be made, every process of the run starts in it, ``cgroup.kill`` SIGKILLs all of
+them atomically against concurrent forks (Documentation/admin-guide/cgroup-v2.rst, kernel
+5.14+), and ``cgroup.events`` says ``populated 0`` once none is left (a counter the kernel
+keeps; zombies are not counted, unlike v1 ``pids.current``).
+
+Where the leaf lives:
+- no systemd (this machine kind): ``<cgroup2 mount>/<our cgroup>/no-docker/<run id>``;
+- systemd host: only under our own cgroup when systemd delegated it to us (``user.delegate``
+  or ``trusted.delegate`` xattr); otherwise no cgroup: systemd is the single writer of its tree.
+
+``--max-pids N`` writes v2 ``pids.max`` when the v2 hierarchy has the pids controller, else the
+v1 pids controller (``/sys/fs/cgroup/pids``, as here, where v2 has only hugetlb). A limit that
+was asked for and cannot be set is an error (fail closed), never silently dropped.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .record import Factory, record
+
+V1_PIDS_ROOT = Path("/sys/fs/cgroup/pids")
+GROUP_DIR = "no-docker"
+
+
+class CgroupError(Exception):
+    """The run's cgroup could not be made, limited, killed or removed."""
+
+
+def _write(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+# --- pure helpers -------------------------------------------------------------------------
+
+
+def parse_events(data: str) -> dict[str, int]:
+    """``cgroup.events``: ``populated 0\\nfrozen 0\\n`` -> {"populated": 0, "frozen": 0}."""
+    result = {}
+    for line in data.splitlines():
+        key, _, value = line.partition(" ")
+        if key and value.strip().isdigit():
+            result[key] = int(value)
+    return result
+
+
+def cgroup2_mounts(mountinfo: str) -> list[Path]:
+    """Mount points of cgroup2 file systems in /proc/self/mountinfo text (man 5 proc_pid_mountinfo)."""
+    mounts = []
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        if not sep:
+            continue
+        if right.split(" ", 1)[0] == "cgroup2":
+            fields = left.split(" ")
+            if len(fields) >= 5:
+                mounts.append(Path(fields[4].replace("\\040", " ")))
+    return mounts
+
+
+def own_v2_path(proc_cgroup: str) -> str | None:
+    for line in proc_cgroup.splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    return None
+
+
+# --- the run's cgroup ---------------------------------------------------------------------
+
+
+@record(mutable=True)
+class RunCgroup:
+    """The cgroups of one run: a v2 leaf (may be None) and a v1 pids cgroup (may be None)."""
+
+    path: Path | None
+    pids_v1: Path | None = None
+    _fds: list[int] = Factory(list, repr=False)  # type: ignore[assignment]
+    _home: list[tuple[Path, Path]] = Factory(list, repr=False)  # type: ignore[assignment]
+
+    # -- spawning into it
+
+    def spawn_hook(self) -> Callable[[], None]:
+        """A ``preexec_fn`` that moves the child into the run's cgroups before it execs.
+
+        The files are opened here, in the parent, so the child only calls ``write(2)``: no
+        allocation, no path lookup after fork. Writing "0" to ``cgroup.procs`` moves the writer
+        itself (kernel/cgroup/cgroup.c, v1 and v2). Because it happens before exec, bwrap and
+        everything it forks are born inside: nothing of the run is ever outside the cgroup.
+        """
+        self.close_hook()
+        for directory in (self.path, self.pids_v1):
+            if directory is not None:
+                self._fds.append(os.open(directory / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC))
+        fds = tuple(self._fds)
+
+        def enter() -> None:
+            for fd in fds:
+                os.write(fd, b"0")
+
+        return enter
+
+    def close_hook(self) -> None:
+        while self._fds:
+            os.close(self._fds.pop())
+
+    @contextmanager
+    def entered_for_spawn(self) -> Iterator[None]:
+        """Children spawned inside the block are born in the run's cgroups (posix_spawn has no
+        preexec hook); the caller moves back on leaving. Single-threaded callers only."""
+        self.enter_self()
+        try:
+            yield
+        finally:
+            self.leave_self()
+
+    def enter_self(self) -> None:
+        """Move the calling process into the run's cgroups (see ``RunLifecycle.cgroup_entered``)."""
+        self._home = [(directory, own_cgroup_dir(directory)) for directory in (self.path, self.pids_v1)
+                      if directory is not None]
+        self.add(os.getpid())
+
+    def leave_self(self) -> None:
+        for _, home in self._home:
+            _write(home / "cgroup.procs", str(os.getpid()))
+        self._home = []
+
+    def add(self, pid: int) -> None:
+        for directory in (self.path, self.pids_v1):
+            if directory is not None:
+                _write(directory / "cgroup.procs", str(pid))
+
+    # -- state
+
+    def events(self) -> dict[str, int]:
+        if self.path is None:
+            return {}
+        try:
+            return parse_events((self.path / "cgroup.events").read_text())
+        except FileNotFoundError:
+            return {"populated": 0}
+        except OSError as err:
+            raise CgroupError(f"cannot read {self.path}/cgroup.events: {err.strerror}") from err
+
+    def populated(self) -> bool:
+        return bool(self.events().get("populated", 0))
+
+    def procs(self) -> list[int]:
+        if self.path is None:
+            return []
+        try:
+            return [int(x) for x in (self.path / "cgroup.procs").read_text().split()]
+        except FileNotFoundError:
+            return []
+
+    def wait_empty(self, deadline: float) -> bool:
+        """Wait until ``populated 0`` (the kernel's own count) or the deadline."""
+        delay = 0.0005
+        while True:
+            if not self.populated():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+
+    # -- ending
+
+    def kill(self) -> bool:
+        """Write ``cgroup.kill``; False where the kernel has no such file (< 5.14)."""
+        if self.path is None:
+            return False
+        try:
+            _write(self.path / "cgroup.kill", "1")
+        except FileNotFoundError:
+            return False
+        except OSError as err:
+            raise CgroupError(f"cannot write {self.path}/cgroup.kill: {err.strerror}") from err
+        return True
+
+    def freeze(self, frozen: bool = True, deadline: float | None = None) -> bool:
+        """Freeze (or thaw) the leaf; True once ``cgroup.events`` says so. Frozen tasks cannot
+        fork: a scan of a frozen cgroup is a true snapshot (runc's fallback when there is no
+        ``cgroup.kill``)."""
+        if self.path is None:
+            return False
+        _write(self.path / "cgroup.freeze", "1" if frozen else "0")
+        deadline = time.monotonic() + 1.0 if deadline is None else deadline
+        delay = 0.0005
+        while self.events().get("frozen", 0) != int(frozen):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        return True
+
+    def remove(self, deadline: float | None = None) -> bool:
+        """rmdir the leaves. A v1 pids cgroup stays busy while zombies are counted in it,
+        so retry until the deadline; True when nothing of the run's cgroups is left."""
+        self.close_hook()
+        if deadline is None:
+            deadline = time.monotonic() + 1.0
+        left = False
+        for directory in (self.path, self.pids_v1):
+            if directory is None:
+                continue
+            delay = 0.001
+            while True:
+                try:
+                    os.rmdir(directory)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as err:
+                    if err.errno != errno.EBUSY or time.monotonic() >= deadline:
+                        left = True
+                        break
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.05)
+        return not left
+
+    def as_record(self) -> dict[str, str | None]:
+        return {"v2": None if self.path is None else str(self.path),
+                "pids_v1": None if self.pids_v1 is None else str(self.pids_v1)}
+
+    @classmethod
+    def from_record(cls, record: dict[str, str | None] | None) -> RunCgroup | None:
+        if not record:
+            return None
+        v2, v1 = record.get("v2"), record.get("pids_v1")
+        if v2 is None and v1 is None:
+            return None
+        return cls(Path(v2) if v2 else None, Path(v1) if v1 else None)
+
+
+def own_cgroup_dir(leaf: Path) -> Path:
+    """Our current cgroup in the hierarchy that ``leaf`` belongs to (v2 or v1 pids)."""
+    text = Path("/proc/self/cgroup").read_text()
+    for mount in (V1_PIDS_ROOT,):
+        if leaf.is_relative_to(mount):
+            for line in text.splitlines():
+                _, controllers, path = line.split(":", 2)
+                if "pids" in controllers.split(","):
+                    return mount / path.lstrip("/")
+    own = own_v2_path(text) or "/"
+    # the v2 mount is the part of ``leaf`` above "<own>/no-docker/<id>"
+    mount = leaf.parent.parent
+    for _ in own.strip("/").split("/") if own.strip("/") else []:
+        mount = mount.parent
+    return mount / own.lstrip("/")
+
+
+# --- making one ---------------------------------------------------------------------------
+
+
+def _is_delegated(path: Path) -> bool:
+    for name in ("user.delegate", "trusted.delegate"):
+        try:
+            if os.getxattr(path, name) == b"1":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def v2_parent(
+    mountinfo: str | None = None, proc_cgroup: str | None = None, systemd: bool | None = None
+) -> Path | None:
+    """Where the run's ``no-docker/<id>`` leaf may be created, or None (go without)."""
+    if mountinfo is None:
+        mountinfo = Path("/proc/self/mountinfo").read_text()
+    if proc_cgroup is None:
+        proc_cgroup = Path("/proc/self/cgroup").read_text()
+    if systemd is None:
+        systemd = Path("/run/systemd/system").is_dir()
+    own = own_v2_path(proc_cgroup)
+    if own is None:
+        return None
+    for mount in cgroup2_mounts(mountinfo):
+        base = mount / own.lstrip("/")
+        if not (base / "cgroup.procs").exists() or not os.access(base, os.W_OK):
+            continue
+        if systemd and not _is_delegated(base):
+            return None
+        return base
+    return None
+
+
+def _v2_has_pids(parent: Path) -> bool:
+    try:
+        return "pids" in (parent / "cgroup.controllers").read_text().split()
+    except OSError:
+        return False
+
+
+def create(run_id: str, *, max_pids: int | None = None, parent: Path | None = None,
+           v1_pids_root: Path | None = V1_PIDS_ROOT) -> RunCgroup | None:
+    """Make the run's cgroups. None when no v2 leaf can be made and no limit was asked for.
+
+    Raises ``CgroupError`` when ``max_pids`` was asked for and cannot be enforced.
+    """
+    if parent is None:
+        try:
+            parent = v2_parent()
+        except OSError:
+            parent = None
+    leaf: Path | None = None
+    pids_v1: Path | None = None
+    made: list[Path] = []
+    try:
+        if parent is not None:
+            group = parent / GROUP_DIR
+            try:
+                _mkdir(group, exist_ok=True)
+                leaf = group / run_id
+                _mkdir(leaf)
+                made.append(leaf)
+            except OSError:
+                leaf = None  # not writable after all: the pid namespace alone must suffice
+        if max_pids is not None:
+            if leaf is not None and _v2_has_pids(group):
+                _write(leaf / "pids.max", str(max_pids))
+            elif v1_pids_root is not None and (v1_pids_root / "cgroup.procs").exists():
+                v1_group = v1_pids_root / GROUP_DIR
+                _mkdir(v1_group, exist_ok=True)
+                pids_v1 = v1_group / run_id
+                _mkdir(pids_v1)
+                made.append(pids_v1)
+                _write(pids_v1 / "pids.max", str(max_pids))
+            else:
+                raise CgroupError("no pids controller (v2 or v1) is usable here")
+    except OSError as err:
+        for path in reversed(made):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+        raise CgroupError(f"cannot set up the run's cgroup: {err}") from err
+    except CgroupError:
+        for path in reversed(made):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+        raise
+    if leaf is None and pids_v1 is None:
+        return None
+    return RunCgroup(leaf, pids_v1)
+
+
+def _mkdir(path: Path, exist_ok: bool = False) -> None:
+    try:
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        if not exist_ok:
+            raise

@@ -1,0 +1,345 @@
+"""Ending a run and proving that every process of it is gone (DESIGN §5).
+
+1. SIGKILL the namespace's init through a pidfd, after re-checking its identity (pid + start
+   time; a pidfd never hits a reused pid). The kernel then refuses new pids in that namespace
+   and SIGKILLs every member, nested namespaces included (``zap_pid_ns_processes``).
+2. Where the run has a cgroup: write ``cgroup.kill`` (atomic against concurrent forks).
+3. Wait until the run cannot create processes any more (``wait_until_run_cannot_fork``: the
+   init has exited, or the killed cgroup is empty). Only from then on is a proof pass
+   admissible: a pass taken while members can fork proves nothing (a pid-hopper was invisible
+   in 40 of 40 scans).
+4. Proof passes (``snapshot``): members found are SIGKILLed through pidfds (identity re-checked)
+   and the pass repeats; an unreadable marker makes the pass inconclusive and it repeats.
+   With a cgroup, ``populated 0`` must hold as well. All within ``timeout`` seconds, else the
+   report says not clean and names what is left.
+
+Zombies count as dead. The supervisor's own children (the outer bwrap) are reaped by the
+caller's ``reap`` callback after the kill.
+"""
+
+from __future__ import annotations
+
+# _signal, not signal: the wrapper imports enum, a measurable part of every `no-docker run`.
+import _signal as signal
+import os
+import select
+import time
+from collections.abc import Callable
+
+from .cgroup import CgroupError, RunCgroup
+from .membership import LiveTable, Membership, RunNamespace
+from .procfs import NsIdentity, ProcessGone, ProcFS, ProcfsError, Unreadable
+from .record import Factory, record
+from .snapshot import Identity, Marker, PassResult, Verdict, take_pass, verdict
+
+DEFAULT_TIMEOUT = 10.0
+
+
+@record
+class RunTarget:
+    """What is needed to end a run: its namespace, its init, its cgroup (any may be missing)."""
+
+    run_id: str
+    ns: RunNamespace | None
+    init: Identity | None
+    cgroup: RunCgroup | None = None
+
+
+@record(mutable=True)
+class EndReport:
+    run_id: str
+    clean: bool
+    killed: int = 0  # processes this ending signalled (init and members found by passes)
+    passes: int = 0
+    left: tuple[Identity, ...] = ()
+    unknown: tuple[Identity, ...] = ()
+    elapsed_ms: float = 0.0
+    reason: str = ""
+    timings: dict[str, float] = Factory(dict)  # type: ignore[assignment]
+
+    def line(self) -> str:
+        if self.clean:
+            return (f"run {self.run_id} ended, {self.killed} processes killed, 0 left, "
+                    f"{self.elapsed_ms:.0f} ms")
+        return f"run {self.run_id} not shown ended: {self.reason}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"run_id": self.run_id, "clean": self.clean, "killed": self.killed,
+                "passes": self.passes, "left": [str(i) for i in self.left],
+                "unknown": [str(i) for i in self.unknown], "elapsed_ms": round(self.elapsed_ms, 3),
+                "reason": self.reason}
+
+
+# --- signalling one process safely --------------------------------------------------------
+
+
+def open_checked_pidfd(ident: Identity, procfs: ProcFS,
+                       check: Callable[[int], bool] | None = None) -> int | None:
+    """A pidfd on exactly ``ident``, or None if that process is gone, exited or not what we
+    think. Raises ``Unreadable`` when its identity cannot be read (never guess "gone").
+
+    The pidfd is opened first and the identity read after: if the start time still matches,
+    the process the pidfd refers to is the one we meant (psutil's rule: a pid alone is reused).
+    """
+    try:
+        fd = os.pidfd_open(ident.pid)
+    except ProcessLookupError:
+        return None
+    try:
+        st = procfs.stat(ident.pid)
+        if st.start_time != ident.start_time or st.is_dead or (check is not None and not check(ident.pid)):
+            os.close(fd)  # the pid is someone else's now, or the process exited
+            return None
+    except ProcessGone:
+        # /proc says gone: believe it only if the pidfd agrees (polls readable once the process
+        # exited). A live process that the procfs view does not show is unknown, not gone.
+        exited = bool(select.select([fd], [], [], 0)[0])
+        os.close(fd)
+        if exited:
+            return None
+        raise Unreadable(f"process {ident.pid} is alive but {procfs.root} does not show it") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def kill_identity(ident: Identity, procfs: ProcFS, check: Callable[[int], bool] | None = None) -> int | None:
+    """SIGKILL ``ident`` through a re-checked pidfd; returns the pidfd (caller closes) or None."""
+    fd = open_checked_pidfd(ident, procfs, check)
+    if fd is None:
+        return None
+    try:
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except ProcessLookupError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def wait_pidfds(fds: list[int], deadline: float) -> bool:
+    """Wait until every pidfd polls readable (its process exited) or the deadline."""
+    pending = set(fds)
+    poller = select.poll()
+    for fd in pending:
+        poller.register(fd, select.POLLIN)
+    while pending:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        for fd, _ in poller.poll(remaining * 1000):
+            pending.discard(fd)
+            poller.unregister(fd)
+    return True
+
+
+def close_all(fds: list[int]) -> None:
+    while fds:
+        os.close(fds.pop())
+
+
+# --- the ending ---------------------------------------------------------------------------
+
+
+def namespace_of(init_pid: int, procfs: ProcFS) -> RunNamespace:
+    """The run namespace, read from its init: identity + depth below our procfs namespace."""
+    ns = procfs.pidns_identity(init_pid)
+    depth = len(procfs.nspid(init_pid)) - 1
+    if depth < 1:
+        raise ProcfsError(f"process {init_pid} is not in a pid namespace below ours")
+    return RunNamespace(ns, depth)
+
+
+def _member_check(procfs: ProcFS, run: RunNamespace) -> Callable[[int], bool]:
+    def still_member(pid: int) -> bool:
+        return Membership(procfs, run).marker(pid) == Marker.MEMBER
+    return still_member
+
+
+def end_run(
+    target: RunTarget,
+    *,
+    procfs: ProcFS | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    init_pidfd: int | None = None,
+    reap: Callable[[], None] | None = None,
+    kill: bool = True,
+) -> EndReport:
+    """Kill everything of ``target`` and prove it gone within ``timeout`` seconds.
+
+    ``init_pidfd``: a pidfd on the init the caller opened (and checked) when the run started.
+    ``reap``: called after the kill and between passes to wait for the caller's own children.
+    ``kill=False`` only looks (the stale-run check before a new run): nothing is signalled,
+    and the run counts as ended only if its init is already dead and a pass is clean.
+    """
+    procfs = procfs or ProcFS()
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    report = EndReport(target.run_id, clean=False)
+    fds: list[int] = []
+    try:
+        init_dead, init_fd = _stop_init(target, procfs, init_pidfd, report, fds, kill)
+        cgroup_killed = False
+        if target.cgroup is not None and kill:
+            try:
+                cgroup_killed = target.cgroup.kill()
+            except CgroupError as err:
+                report.reason = str(err)
+        report.timings["killed_ms"] = (time.monotonic() - t0) * 1000
+        if not init_dead and init_fd is not None and kill:
+            init_dead = wait_until_run_cannot_fork(init_fd, target.cgroup if cgroup_killed else None,
+                                                   deadline)
+        if reap is not None:
+            reap()
+        if target.ns is None:
+            _prove_by_cgroup(target, deadline, report, init_dead)
+        else:
+            _prove_by_passes(target, target.ns, procfs, deadline, report, init_dead, reap, kill)
+    finally:
+        close_all(fds)
+        report.elapsed_ms = (time.monotonic() - t0) * 1000
+    return report
+
+
+def _stop_init(target: RunTarget, procfs: ProcFS, init_pidfd: int | None, report: EndReport,
+               fds: list[int], kill: bool) -> tuple[bool, int | None]:
+    """SIGKILL the namespace init. (has it exited already?, a pidfd to wait on)."""
+    if target.init is None:
+        return False, None
+    fd = init_pidfd
+    if fd is None:
+        try:
+            fd = open_checked_pidfd(target.init, procfs)
+        except ProcfsError:
+            return False, None  # cannot tell: passes stay inadmissible until it is shown dead
+        if fd is None:
+            return True, None  # gone, exited, or the pid is someone else's now: it is dead
+        fds.append(fd)
+    if not kill:
+        return bool(select.select([fd], [], [], 0)[0]), None
+    try:
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        report.killed += 1
+    except ProcessLookupError:
+        return True, None
+    return False, fd
+
+
+def wait_until_run_cannot_fork(init_fd: int, killed_cgroup: RunCgroup | None, deadline: float) -> bool:
+    """Wait until the run cannot create processes any more; False at the deadline.
+
+    Either the init has exited (its pidfd polls readable): it exits only after
+    ``zap_pid_ns_processes()`` disabled pid allocation in the namespace and reaped every other
+    member (kernel/pid_namespace.c). Or, sooner under a storm, ``cgroup.kill`` was written and
+    ``cgroup.events`` says ``populated 0``: every process of the cgroup has exited, and a fork
+    racing the kill was killed too (cgroup-v2.rst). That covers every member because none can
+    leave the cgroup: the cgroup file system is not writable inside a run (P9, proven before
+    CMD starts; before that only bwrap and the probe run).
+    """
+    delay = 0.0002
+    while True:
+        if select.select([init_fd], [], [], 0)[0]:
+            return True
+        if killed_cgroup is not None and killed_cgroup.path is not None and not killed_cgroup.populated():
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        select.select([init_fd], [], [], min(delay, remaining))  # wakes at once if the init exits
+        delay = min(delay * 2, 0.01)
+
+
+def _prove_by_cgroup(target: RunTarget, deadline: float, report: EndReport, init_dead: bool) -> None:
+    """No namespace is known (the run died before bwrap told us its init): the cgroup's own
+    count is the only evidence. Without a v2 cgroup nothing can be shown."""
+    cg = target.cgroup
+    if cg is None or cg.path is None:
+        if init_dead:
+            # The init exited before its namespace could be identified: the kernel reaps every
+            # member of a pid namespace before its init finishes exiting (zap_pid_ns_processes).
+            report.clean = True
+            report.reason = "namespace init exited; its namespace ended with it"
+        else:
+            report.reason = "neither the run's pid namespace nor a cgroup is known"
+        return
+    if cg.wait_empty(deadline if init_dead or target.init is None else time.monotonic()):
+        report.clean = True
+    else:
+        report.left = tuple(Identity(pid, -1) for pid in cg.procs())
+        report.reason = f"cgroup {cg.path} still populated"
+
+
+def _prove_by_passes(target: RunTarget, run: RunNamespace, procfs: ProcFS, deadline: float,
+                     report: EndReport, init_dead: bool, reap: Callable[[], None] | None,
+                     kill: bool) -> None:
+    delay = 0.002
+    last: PassResult | None = None
+    while True:
+        result = verdict(take_pass(LiveTable(procfs, run)), run_can_fork=not init_dead)
+        report.passes += 1
+        last = result
+        if result.verdict == Verdict.CLEAN:
+            if target.cgroup is None or not target.cgroup.populated():
+                report.clean = True
+                report.left = report.unknown = ()
+                report.reason = ""
+                return
+            report.reason = f"pass clean but cgroup {target.cgroup.path} still populated"
+        elif result.verdict == Verdict.MEMBERS:
+            report.left = result.members
+            report.reason = f"{len(result.members)} members alive"
+            if not kill:
+                return
+            killed: list[int] = []
+            check = _member_check(procfs, run)
+            for ident in result.members:
+                try:
+                    fd = kill_identity(ident, procfs, check)
+                except ProcfsError:
+                    continue  # identity unreadable now: it stays listed, the next pass decides
+                if fd is not None:
+                    killed.append(fd)
+            report.killed += len(killed)
+            try:
+                wait_pidfds(killed, min(deadline, time.monotonic() + 0.2))
+            finally:
+                close_all(killed)
+        elif result.verdict == Verdict.INCONCLUSIVE:
+            report.unknown = result.unknown
+            report.reason = (f"{len(result.unknown)} processes whose pid namespace cannot be read: "
+                             + ", ".join(map(str, result.unknown[:5])))
+            if not kill:
+                return
+        else:  # INADMISSIBLE: the init is alive (or could not be shown dead)
+            report.reason = "the namespace init is not shown dead: members could still fork"
+            if not kill:
+                return
+            init_dead = _recheck_init(target, procfs)
+        if reap is not None:
+            reap()
+        if time.monotonic() >= deadline:
+            if last.verdict != Verdict.MEMBERS:
+                report.left = last.members
+            return
+        if result.verdict != Verdict.MEMBERS:
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+
+def _recheck_init(target: RunTarget, procfs: ProcFS) -> bool:
+    """Has the init exited by now? Only when /proc and a pidfd agree (see open_checked_pidfd)."""
+    if target.init is None:
+        return False
+    try:
+        fd = open_checked_pidfd(target.init, procfs)
+    except ProcfsError:
+        return False
+    if fd is None:
+        return True
+    os.close(fd)
+    return False
+
+
+def target_from_namespace(run_id: str, init: Identity, ns: NsIdentity, depth: int,
+                          cgroup: RunCgroup | None = None) -> RunTarget:
+    return RunTarget(run_id, RunNamespace(ns, depth), init, cgroup)

@@ -1,0 +1,363 @@
+"""One run's life as the supervisor sees it: marker + cgroup before, ending + proof after.
+
+The API ``run.py`` uses::
+
+    # stale check, run marker, cgroup (+ pids limit); a subreaper where there is no cgroup
+    with RunLifecycle(argv, max_pids=N, end_timeout=10.0, subreaper=True) as life:
+        life.spawning()                                                # record: bwrap may exist now
+        with life.cgroup_entered():                                    # children are born inside
+            pid = os.posix_spawn(bwrap, argv, env)                     # (or Popen(preexec_fn=
+        life.launched(pid)                                             #   life.spawn_hook()))
+        life.set_init(child_pid_from_info_fd)                          # pidfd + namespace identity
+        status = life.reap(block=True)                                 # bwrap's exit code
+        report = life.end()        # kill, prove; marker + cgroup removed only when proven
+    # leaving the block ends the run too (exceptions, signals turned into exceptions)
+
+``end()`` never raises for an unproven ending: ``report.clean`` is False, the marker is kept
+with state ``not-proven`` and ``life.end_command()`` is the exact command that finishes it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+
+from . import markers
+from .cgroup import CgroupError, RunCgroup
+from .cgroup import create as create_cgroup
+from .ending import DEFAULT_TIMEOUT, EndReport, RunTarget, end_run, namespace_of
+from .errors import NotProven
+from .membership import RunNamespace
+from .procfs import ProcessGone, ProcFS, ProcfsError
+from .snapshot import Identity
+
+
+class RunLifecycle:
+    def __init__(self, command: list[str], *, max_pids: int | None = None,
+                 end_timeout: float = DEFAULT_TIMEOUT, procfs: ProcFS | None = None,
+                 state: Path | None = None, use_cgroup: bool = True,
+                 check_stale: bool = True, subreaper: bool = False) -> None:
+        self.command = list(command)
+        self.max_pids = max_pids
+        self.end_timeout = end_timeout
+        self.procfs = procfs or ProcFS()
+        self.state = state
+        self.use_cgroup = use_cgroup
+        self.check_stale = check_stale
+        self.subreaper = subreaper  # become a child subreaper when there is no cgroup
+        self.is_subreaper = False
+        self.run_id = markers.new_run_id()
+        self.record: markers.RunRecord | None = None
+        self.directory: Path | None = None
+        self.cgroup: RunCgroup | None = None
+        self.namespace: RunNamespace | None = None
+        self.init_pidfd: int | None = None
+        self.launcher_pid: int | None = None  # the outer bwrap: our child
+        self.launcher_status: int | None = None  # its exit code once reaped (-N: signal N)
+        self.report: EndReport | None = None
+
+    # -- before the run
+
+    def __enter__(self) -> RunLifecycle:
+        self.state = markers.ensure_state_dir(self.state or markers.state_dir())
+        if self.check_stale:
+            refuse_if_stale(self.state, self.procfs)
+        self.record = markers.RunRecord(
+            run_id=self.run_id, owner=markers.own_identity(self.procfs),
+            boot_id=self.procfs.boot_id(), command=self.command)
+        self.directory = markers.create_marker(self.state, self.record)
+        try:
+            if self.use_cgroup or self.max_pids is not None:
+                try:
+                    self.cgroup = create_cgroup(self.run_id, max_pids=self.max_pids)
+                except CgroupError as err:
+                    raise NotProven("--max-pids", str(err),
+                                    "run as root or without --max-pids") from err
+                if self.cgroup is not None and not self.use_cgroup and self.cgroup.path is not None:
+                    os.rmdir(self.cgroup.path)
+                    self.cgroup.path = None
+                self.record.cgroup = None if self.cgroup is None else self.cgroup.as_record()
+                self._save()
+            if (self.cgroup is None or self.cgroup.path is None) and self.subreaper:
+                self.is_subreaper = _become_subreaper()
+        except BaseException:
+            self._discard()
+            raise
+        return self
+
+    def spawn_hook(self) -> Callable[[], None] | None:
+        """``preexec_fn`` that puts the child into the run's cgroups before it can fork."""
+        self.spawning()
+        return None if self.cgroup is None else self.cgroup.spawn_hook()
+
+    @contextmanager
+    def cgroup_entered(self) -> Iterator[None]:
+        """Within the block the supervisor itself is in the run's cgroups, so a child it
+        spawns (posix_spawn has no preexec hook) is born inside; on leaving, it moves back.
+        Single-threaded, so nothing else of ours is forked meanwhile."""
+        self.spawning()
+        if self.cgroup is None:
+            yield
+            return
+        with self.cgroup.entered_for_spawn():
+            yield
+
+    def spawning(self) -> None:
+        """Record that processes of the run may exist from now on (before spawning them)."""
+        if self.record is not None and self.record.state == markers.CREATED:
+            self._set_state(markers.SPAWNING)
+
+    def launched(self, pid: int) -> None:
+        """The outer bwrap was started (our child, pid ``pid``): the ending reaps it."""
+        self.launcher_pid = pid
+        if self.cgroup is not None:
+            self.cgroup.close_hook()
+        try:
+            self.record.launcher = Identity(pid, self.procfs.stat(pid).start_time)  # type: ignore[union-attr]
+            self._save()
+        except ProcfsError:
+            pass  # it already exited; the ending reaps it
+
+    def set_init(self, init_pid: int) -> None:
+        """Take the namespace init (outside pid from bwrap's info fd): pidfd, identity, ns.
+
+        The init is the outer bwrap's child, so its pid cannot be reused before bwrap reaps it;
+        its parent is checked against the launcher all the same. If it has already exited, the
+        kernel has ended its namespace (``zap_pid_ns_processes`` reaps every member before the
+        init exits): the run is recorded as such and the ending relies on that and the cgroup.
+        """
+        rec = self.record
+        assert rec is not None
+        try:
+            fd = os.pidfd_open(init_pid)
+        except ProcessLookupError:
+            return self._init_gone(init_pid, -1)
+        try:
+            st = self.procfs.stat(init_pid)
+            if self.launcher_pid is not None and st.ppid != self.launcher_pid:
+                raise ProcessGone(f"{init_pid} is not bwrap's child")
+            if st.is_dead:
+                raise ProcessGone(f"{init_pid} has exited")
+            namespace = namespace_of(init_pid, self.procfs)
+            if self.procfs.stat(init_pid).start_time != st.start_time:
+                raise ProcessGone(f"{init_pid} was replaced")
+        except ProcessGone:
+            os.close(fd)
+            return self._init_gone(init_pid, -1)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.init_pidfd = fd
+        self.namespace = namespace
+        rec.init = Identity(init_pid, st.start_time)
+        rec.ns_id, rec.ns_inode, rec.ns_depth = namespace.ns.ns_id, namespace.ns.inode, namespace.depth
+        rec.state = markers.RUNNING
+        self._save()
+
+    def _init_gone(self, pid: int, start: int) -> None:
+        rec = self.record
+        assert rec is not None
+        rec.init = Identity(pid, start)
+        rec.state = markers.RUNNING
+        rec.detail = "namespace init exited before it was taken"
+        self._save()
+
+    # -- after the run
+
+    def reap(self, block: bool = False) -> int | None:
+        """Reap the outer bwrap if it has exited (or wait for it); its exit code, or None."""
+        if self.launcher_pid is None or self.launcher_status is not None:
+            return self.launcher_status
+        try:
+            pid, status = os.waitpid(self.launcher_pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:  # reaped by someone else: the status is lost
+            self.launcher_status = -1
+            return self.launcher_status
+        if pid == 0:
+            return None
+        self.launcher_status = os.waitstatus_to_exitcode(status)
+        return self.launcher_status
+
+    def end(self) -> EndReport:
+        """Kill and prove; idempotent. Removes marker + cgroup only when proven."""
+        if self.report is not None:
+            return self.report
+        if self.record is not None and self.record.state != markers.CREATED:
+            self._set_state(markers.ENDING)
+        target = RunTarget(self.run_id, self.namespace, self.record.init if self.record else None,
+                           self.cgroup)
+        if self.record is not None and self.record.state == markers.CREATED:
+            report = EndReport(self.run_id, clean=True, reason="nothing was started")
+        elif target.init is None and target.cgroup is None and self.is_subreaper:
+            report = self._end_by_subreaper()
+        else:
+            report = end_run(target, procfs=self.procfs, timeout=self.end_timeout,
+                             init_pidfd=self.init_pidfd, reap=self.reap)
+        self._reap_launcher(time.monotonic() + max(0.5, self.end_timeout / 4))
+        if report.clean:
+            if self.cgroup is not None and not self.cgroup.remove():
+                report.reason = "cgroup could not be removed"
+            self._discard()
+        else:
+            if self.record is not None:
+                self.record.state = markers.NOT_PROVEN
+                self.record.detail = report.reason
+                self._save()
+        self._close()
+        self.report = report
+        return report
+
+    def _end_by_subreaper(self) -> EndReport:
+        """bwrap never told us its init and there is no cgroup (bwrap failed early, or a signal
+        came first). We are a child subreaper, so a namespace init bwrap may have made is our
+        descendant: orphaned, it becomes our child. Once bwrap is reaped, ECHILD from waitid
+        shows that no descendant is left (PR_SET_CHILD_SUBREAPER, prctl(2)). Any child still
+        there is ours and unreaped, so its pid cannot be reused: it is SIGKILLed and reaped."""
+        t0 = time.monotonic()
+        deadline = t0 + self.end_timeout
+        report = EndReport(self.run_id, clean=False)
+        self._reap_launcher(time.monotonic() + max(0.5, self.end_timeout / 4))
+        while time.monotonic() < deadline:
+            try:
+                found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                report.clean = True
+                report.reason = "bwrap ended before it reported a namespace; no descendant is left"
+                break
+            if found is not None:
+                try:
+                    os.kill(found.si_pid, 9)  # our unreaped child: its pid is still ours
+                except ProcessLookupError:
+                    pass
+                os.waitpid(found.si_pid, 0)
+                report.killed += 1
+            else:
+                time.sleep(0.005)  # a live child that has not exited yet: it was killed above
+                for pid in _own_children():
+                    try:
+                        os.kill(pid, 9)
+                    except ProcessLookupError:
+                        pass
+        if not report.clean:
+            report.reason = "descendants of bwrap are still alive"
+        report.elapsed_ms = (time.monotonic() - t0) * 1000
+        return report
+
+    def _reap_launcher(self, deadline: float) -> None:
+        """bwrap exits once its init is gone; it is outside the namespace, so if it lingers
+        (stopped, say) it is killed through a pidfd: it is our child, its pid cannot be reused."""
+        delay = 0.0005
+        while self.reap() is None and self.launcher_pid is not None:
+            if time.monotonic() >= deadline:
+                try:
+                    os.kill(self.launcher_pid, 9)  # our unreaped child: the pid is still ours
+                except ProcessLookupError:
+                    pass
+                self.reap(block=True)
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+
+    def end_command(self) -> str:
+        return f"no-docker end {self.run_id}"
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.record is not None and self.report is None:
+            self.end()
+
+    # -- internals
+
+    def _set_state(self, state: str) -> None:
+        if self.record is not None:
+            self.record.state = state
+            self._save()
+
+    def _save(self) -> None:
+        if self.directory is not None and self.record is not None:
+            markers.write_record(self.directory, self.record)
+
+    def _close(self) -> None:
+        if self.init_pidfd is not None:
+            os.close(self.init_pidfd)
+            self.init_pidfd = None
+        if self.cgroup is not None:
+            self.cgroup.close_hook()
+
+    def _discard(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        if self.directory is not None:
+            markers.remove_marker(self.directory)
+            self.directory = None
+        self.record = None
+
+
+def _become_subreaper() -> bool:
+    try:
+        import ctypes  # only where there is no cgroup: ctypes costs milliseconds to import
+
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def _own_children() -> list[int]:
+    """Our live children, from /proc/self/task/*/children (needs CONFIG_PROC_CHILDREN)."""
+    pids: list[int] = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children", "rb") as fh:
+                pids += [int(p) for p in fh.read().split()]
+    except OSError:
+        pass
+    return pids
+
+
+# --- stale runs ---------------------------------------------------------------------------
+
+
+def target_of(record: markers.RunRecord) -> RunTarget:
+    """The RunTarget a marker describes (for `end`, and the stale check)."""
+    ns = None
+    if record.ns_inode is not None and record.ns_depth is not None:
+        from .procfs import NsIdentity
+        ns = RunNamespace(NsIdentity(record.ns_id, record.ns_inode), record.ns_depth)
+    return RunTarget(record.run_id, ns, record.init, RunCgroup.from_record(record.cgroup))
+
+
+def stale_is_empty(record: markers.RunRecord, procfs: ProcFS) -> EndReport:
+    """Look (without killing) whether anything of a run whose owner is gone is left."""
+    if record.state == markers.CREATED:
+        return EndReport(record.run_id, clean=True, reason="nothing was started")
+    return end_run(target_of(record), procfs=procfs, timeout=0.5, kill=False)
+
+
+def refuse_if_stale(state: Path, procfs: ProcFS) -> None:
+    """Before every run: stale markers are removed if shown empty, else the run refuses."""
+    boot = procfs.boot_id()
+    for directory in markers.list_markers(state):
+        try:
+            record = markers.read_record(directory)
+        except markers.CorruptMarker as err:
+            raise NotProven("earlier runs ended", str(err),
+                            f"inspect it, then remove {directory}") from err
+        if markers.owner_alive(record, procfs, boot):
+            continue  # a concurrent run: never touched
+        if record.boot_id != boot:
+            markers.remove_marker(directory)  # a reboot ended every process of it
+            continue
+        report = stale_is_empty(record, procfs)
+        if report.clean:
+            cg = RunCgroup.from_record(record.cgroup)
+            if cg is not None:
+                cg.remove()
+            markers.remove_marker(directory)
+            continue
+        raise NotProven("earlier runs ended",
+                        f"run {record.run_id} (owner {record.owner.pid} gone) may have processes left: "
+                        f"{report.reason}", f"run: no-docker end {record.run_id}")

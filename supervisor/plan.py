@@ -1,0 +1,778 @@
+"""From the command line and this machine to a ``Policy`` (and the plan the probe reads).
+
+The file-system questions (does it exist, is it a symlink, where does the toolchain live) are
+asked here, once; the decisions are pure functions (``effective_mount``, ``sockets_to_mask``,
+``toolchain_dir_for``...) that the unit and property tests drive with made-up trees.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+from .errors import NotProven, UsageError
+from .listing import Listing
+from .policy import FALLBACK_HOME, Policy, env_allowlist, env_name_denied, mount_layers
+from .record import record
+
+ERRNO_EINVAL = 22  # errno.EINVAL, without importing errno on the run path
+
+# Top-level directories that make up "the system": bound read-only when they are directories,
+# re-created as symlinks when they are symlinks (merged /usr).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+               "/var", "/srv", "/nix")
+# Always a fresh tmpfs (P3): where engines and session buses put their sockets.
+ALWAYS_HIDDEN = ("/run", "/tmp", "/var/tmp", "/dev/shm")
+# Engine state under /var: hidden when present, so nothing created there later is visible.
+ENGINE_STATE_DIRS = ("/var/run", "/var/lib/docker", "/var/lib/containerd", "/var/lib/containers",
+                     "/var/lib/kubelet", "/var/lib/rancher", "/var/lib/buildkit", "/var/lib/lxd",
+                     "/var/lib/incus", "/var/snap")
+# First components under $HOME that are never exposed even when a PATH entry lives there.
+HOME_DENIED = frozenset({".docker", ".kube", ".ssh", ".gnupg", ".config", ".aws", ".azure",
+                         ".minikube", ".colima", ".lima", ".rd", ".orbstack", ".password-store"})
+# First components under $HOME where only the PATH entry itself is bound (~/.local/bin), since
+# the rest (~/.local/share/containers...) can hold engine state.
+HOME_ENTRY_ONLY = frozenset({".local"})
+# Files in the work dir that run code later, outside (DESIGN §7): re-bound read-only when they
+# exist. .git/hooks and .git/config are handled with the git layout below.
+STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
+                 ".zshenv", ".zshrc", ".zprofile", ".zlogin", ".envrc", ".gitconfig", ".vscode",
+                 ".idea", ".config/autostart", ".config/systemd",
+                 # Hook managers run these at the next commit outside (the red-team review):
+                 # pre-commit's `language: system` entries, lefthook commands, husky scripts;
+                 # mise runs its hooks and env sources on entering the directory.
+                 ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml",
+                 ".husky", ".githooks", "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml")
+
+
+def is_under(path: str, root: str) -> bool:
+    """True when PATH is ROOT or inside it (both absolute and normalized)."""
+    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def surviving_mounts(mounts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The MOUNTS (mountpoint, kind), in bwrap's order, that no later mount covers: a mount
+    covers every earlier mount at or below its mount point."""
+    alive: list[tuple[str, str]] = []
+    for point, kind in mounts:
+        alive = [m for m in alive if not is_under(m[0], point)]
+        alive.append((point, kind))
+    return alive
+
+
+def effective_mount(mounts: list[tuple[str, str]], path: str, *, survivors: bool = False
+                    ) -> tuple[str, str] | None:
+    """Which of MOUNTS decides what PATH shows: the deepest surviving mount point holding it.
+    SURVIVORS: MOUNTS is already ``surviving_mounts(...)`` (for callers asking many times)."""
+    best = None
+    for point, kind in (mounts if survivors else surviving_mounts(mounts)):
+        if is_under(path, point) and (best is None or len(point) >= len(best[0])):
+            best = (point, kind)
+    return best
+
+
+def mount_sequence(policy: Policy) -> list[tuple[str, str]]:
+    """The mounts of ``bwrap_argv`` in order, as (mountpoint, "bind"|"ro"|"tmpfs"|...)."""
+    seq: list[tuple[str, str]] = [("/", "tmpfs")]
+    seq += [(path, kind) for kind, path in mount_layers(policy) if kind != "symlink"]
+    return seq
+
+
+class MountView:
+    """What the sandbox of POLICY shows, asked path by path (the mount table computed once)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.mounts = surviving_mounts(mount_sequence(policy))
+
+    def visible(self, real_path: str) -> bool:
+        """Does REAL_PATH (resolved outside) name the same file inside the sandbox?"""
+        mount = effective_mount(self.mounts, real_path, survivors=True)
+        return mount is not None and mount[1] in ("ro", "bind")
+
+
+def visible_inside(policy: Policy, real_path: str) -> bool:
+    """Does REAL_PATH (resolved outside) name the same file inside the sandbox?"""
+    return MountView(policy).visible(real_path)
+
+
+def sockets_to_mask(policy: Policy, resolved_sockets: list[str]) -> tuple[str, ...]:
+    """The outside sockets (already resolved and known to be sockets) that stay visible."""
+    view = MountView(policy)
+    return tuple(sorted({p for p in resolved_sockets if view.visible(p)}))
+
+
+def toolchain_dir_for(entry: str, home: str | None, has_pyvenv_cfg: bool) -> str | None:
+    """What to bind read-only so that a PATH entry (or a command's dir) works inside.
+
+    Under $HOME: the first component (``~/.pyenv`` for ``~/.pyenv/shims``: a shim needs the
+    whole pyenv), unless it holds credentials or engine state (HOME_DENIED). A venv's bin:
+    the venv. Another ``bin`` or ``shims``: its parent, the tool's root (a pyenv outside the
+    current $HOME). Anything else: the directory itself.
+    """
+    if home and home != "/" and is_under(entry, home) and entry != home:
+        first = entry[len(home.rstrip("/")) + 1:].split("/", 1)[0]
+        if first in HOME_DENIED:
+            return None
+        if first in HOME_ENTRY_ONLY:
+            return entry
+        return f"{home.rstrip('/')}/{first}"
+    if has_pyvenv_cfg:
+        return os.path.dirname(entry)
+    parent = os.path.dirname(entry)
+    if (os.path.basename(entry) in ("bin", "shims") and parent not in ("/", home)
+            and os.path.basename(parent) not in HOME_DENIED):
+        # A tool root: /opt/pyenv/shims needs /opt/pyenv/libexec, /srv/node/bin its lib.
+        return parent
+    return entry
+
+
+@record
+class Request:
+    """The parsed command line of ``no-docker run``."""
+
+    command: tuple[str, ...]
+    work: str | None = None
+    ro: tuple[str, ...] = ()
+    rw: tuple[str, ...] = ()
+    keep_env: tuple[str, ...] = ()
+    report: str | None = None
+    quiet: bool = False
+
+
+# First components under $HOME that run code later, outside: never writable (--work/--rw).
+HOME_RUNS_LATER = HOME_DENIED | HOME_ENTRY_ONLY | frozenset(STARTUP_FILES) | frozenset({
+    ".bashrc.d", ".pam_environment", ".xprofile", ".xinitrc", ".xsession", ".xsessionrc", ".npmrc",
+    ".pypirc", ".pydistutils.cfg", ".curlrc", ".wgetrc", ".inputrc", ".vimrc", ".emacs", ".emacs.d",
+    ".cargo", ".rustup", ".pyenv", ".nvm", ".rbenv", ".sdkman", ".bin", "bin"})
+
+
+def runs_later_in_home(path: str, home: str) -> str | None:
+    """Why PATH (resolved) must not be writable: it is, or is inside, something under $HOME that
+    runs code later (a shell start-up file, ~/.config with systemd units and git's global
+    config, ~/.local/bin, a tool root on PATH...), or None (pure)."""
+    if not home or home == "/" or path == home or not is_under(path, home):
+        return None
+    first = path[len(home.rstrip("/")) + 1:].split("/", 1)[0]
+    if first in HOME_RUNS_LATER:
+        return f"~/{first} holds what runs later, outside"
+    return None
+
+
+def python_roots(*paths: str) -> list[str]:
+    """The real directories among PATHS, outermost only (a venv's prefix holds its site-packages)."""
+    real = [os.path.realpath(p) for p in paths if p and os.path.isdir(p)]
+    return [r for r in dict.fromkeys(real) if not any(o != r and is_under(r, o) for o in real)]
+
+
+def pins_for(protected: list[str], writable_roots: tuple[str, ...]) -> list[str]:
+    """Every directory strictly between a writable root and a protected path in it (pure): bound
+    onto itself it becomes a mount point, which rename(2) refuses (EBUSY). Otherwise the run
+    could rename a parent away and put a writable copy of the protected path in its place."""
+    pins = []
+    for path in protected:
+        for root in writable_roots:
+            if not is_under(path, root) or path == root:
+                continue
+            parent = os.path.dirname(path)
+            while parent != root and is_under(parent, root) and parent != "/":
+                pins.append(parent)
+                parent = os.path.dirname(parent)
+    return list(dict.fromkeys(pins))
+
+
+def _real_existing(path: str, flag: str) -> str:
+    real = os.path.realpath(path)
+    if not os.path.exists(real):
+        raise UsageError(f"{flag} {path}: no such file or directory")
+    return real
+
+
+def _guard_writable(path: str, flag: str) -> None:
+    # A writable system directory (or an ancestor of one) would void P4 for everything below.
+    for sysdir in ("/", *SYSTEM_DIRS):
+        if os.path.lexists(sysdir) and is_under(os.path.realpath(sysdir), path):
+            raise UsageError(f"{flag} {path}: refused, system directories stay read-only (P4)")
+
+
+def read_regular(path: str, limit: int = 1 << 20) -> bytes:
+    """Up to LIMIT bytes of PATH, which must be a regular file: the work dir may hold what the
+    previous run left (a FIFO named .git/index would block a plain open() forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(ERRNO_EINVAL, f"{path}: not a regular file")
+        chunks, size = [], 0
+        while size < limit:
+            chunk = os.read(fd, min(1 << 16, limit - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_text(path: str, limit: int = 1 << 20) -> str:
+    return read_regular(path, limit).decode("utf-8", "replace")
+
+
+def git_config_code_paths(text: str) -> tuple[list[str], list[str]]:
+    """(core.hooksPath values, include/includeIf paths) of one git config file (pure; a line
+    parser that is enough for these keys: sections, case-insensitive names, quoted values)."""
+    hooks: list[str] = []
+    includes: list[str] = []
+    section = ""
+    for raw in text.split("\n"):
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            head, _, rest = line[1:].partition("]")
+            section = head.strip().split(" ", 1)[0].strip('"').lower()
+            line = rest.strip()
+            if not line:
+                continue
+        key, eq, value = line.partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        key = key.strip().lower()
+        if not eq or not value:
+            continue
+        if section == "core" and key == "hookspath":
+            hooks.append(value)
+        elif section in ("include", "includeif") and key == "path":
+            includes.append(value)
+    return hooks, includes
+
+
+def _configured_code_paths(work: str, common: str, home: str) -> list[str]:
+    """Paths in WORK that git configuration makes run code later: a core.hooksPath in the work
+    tree (husky's `.husky`), a config file included from the work tree. Created empty when
+    missing (as git init makes .git/hooks), so that they can be re-bound read-only."""
+    found = []
+    configs = [os.path.join(common, "config")]
+    if home:
+        configs += [os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config")]
+    for config in configs:
+        try:
+            hooks, includes = git_config_code_paths(_read_text(config))
+        except OSError:
+            continue
+        for value, base, is_dir in ([(h, work, True) for h in hooks]
+                                    + [(i, os.path.dirname(config), False) for i in includes]):
+            if value.startswith("~/") and home:
+                value = os.path.join(home, value[2:])
+            path = os.path.realpath(os.path.join(base, value))
+            if not is_under(path, work) or path == work:
+                continue
+            if not os.path.lexists(path):
+                if is_dir:
+                    os.makedirs(path, 0o755, exist_ok=True)
+                elif os.path.isdir(os.path.dirname(path)):
+                    open(path, "a").close()
+            found.append(path)
+    return found
+
+
+def gitdir_may_be_writable(gitdir: str, common: str, work: str) -> bool:
+    """May the GITDIR (and COMMON dir) a ``.git`` file in WORK names be bound writable?
+
+    The .git file is the run's to write when the work dir had no .git: `gitdir: /etc/cron.d`
+    made the next run bind /etc/cron.d writable (red-team review). So only a gitdir that points
+    back at WORK, as git's own worktree and submodule layouts do, whose common dir holds it,
+    and neither of them a system directory (or above one).
+    """
+    if not points_back(gitdir, work):
+        return False
+    if common != gitdir and os.path.dirname(os.path.dirname(gitdir)) != common:
+        return False
+    return not any(is_under(sysdir, path) or is_under(path, sysdir)
+                   for path in (gitdir, common) for sysdir in SYSTEM_DIRS)
+
+
+def points_back(gitdir: str, work: str) -> bool:
+    """Does GITDIR name WORK as its work tree, as git itself records it? A linked worktree's
+    gitdir holds a ``gitdir`` file naming WORK/.git; a submodule's config sets core.worktree."""
+    try:
+        back = _read_text(os.path.join(gitdir, "gitdir")).split("\n", 1)[0].strip()
+        return os.path.realpath(os.path.join(gitdir, back)) == os.path.join(work, ".git")
+    except OSError:
+        pass
+    try:
+        text = _read_text(os.path.join(gitdir, "config"))
+    except OSError:
+        return False
+    for raw in text.split("\n"):
+        key, eq, value = raw.strip().partition("=")
+        if eq and key.strip().lower() == "worktree":
+            return os.path.realpath(os.path.join(gitdir, value.strip().strip('"'))) == work
+    return False
+
+
+def git_layout(work: str, home: str = "") -> tuple[list[str], list[str], list[str]]:
+    """(pinned writable dirs, read-only re-binds, extra writable dirs) for the repo at WORK.
+
+    A .git directory is re-bound onto itself so it cannot be renamed away and replaced by one
+    whose config runs code (``rename(2)`` refuses a mount point: EBUSY); its hooks and config
+    are read-only. A worktree's .git *file* is read-only (rewriting it would point git at
+    another config), and its gitdir and common dir are made writable with the same
+    protections, so git keeps working inside.
+    """
+    dotgit = os.path.join(work, ".git")
+    pinned: list[str] = []
+    protected: list[str] = []
+    extra_rw: list[str] = []
+    if os.path.islink(dotgit):
+        # A symlink cannot be made a mount point (mount follows it), so the run could re-point
+        # it at a .git of its own whose hooks run outside: refuse rather than guess.
+        raise NotProven("P4", f"{dotgit} is a symlink, which the run could re-point at a .git of its own",
+                        "replace it with the directory or a 'gitdir:' file")
+    if os.path.isdir(dotgit):
+        gitdir = common = dotgit
+        pinned.append(dotgit)
+        try:
+            # A .git directory with a commondir file takes its config and hooks from there.
+            named = _read_text(os.path.join(dotgit, "commondir")).strip()
+            common = os.path.realpath(os.path.join(dotgit, named))
+        except OSError:
+            pass
+        if common != dotgit and os.path.isdir(common) and is_under(common, work):
+            pinned.append(common)  # never made writable when outside: the run may have written it
+    elif os.path.isfile(dotgit):
+        protected.append(dotgit)
+        try:
+            first = _read_text(dotgit).split("\n", 1)[0].strip()
+        except OSError as err:
+            raise NotProven("P4", f"{dotgit} cannot be read: {err}",
+                            "inspect it, then remove or fix it") from err
+        if not first.startswith("gitdir:"):
+            return pinned, protected, extra_rw
+        gitdir = os.path.realpath(os.path.join(work, first[len("gitdir:"):].strip()))
+        common = gitdir
+        try:
+            named = _read_text(os.path.join(gitdir, "commondir")).strip()
+            common = os.path.realpath(os.path.join(gitdir, named))
+        except OSError:
+            pass
+        outside_ok = gitdir_may_be_writable(gitdir, common, work)
+        for path in dict.fromkeys((common, gitdir)):
+            if os.path.isdir(path) and not is_under(path, work):
+                if outside_ok:
+                    extra_rw.append(path)
+            elif os.path.isdir(path):
+                pinned.append(path)
+    else:
+        return pinned, protected, extra_rw
+    hooks = os.path.join(common, "hooks")
+    if os.path.isdir(common) and not os.path.exists(hooks):
+        # A missing hooks dir could be created inside and then run outside; git init makes it.
+        os.mkdir(hooks, 0o755)
+    candidates = [hooks, os.path.join(common, "config"), os.path.join(common, "config.worktree"),
+                  os.path.join(gitdir, "config.worktree"), os.path.join(gitdir, "hooks"),
+                  os.path.join(gitdir, "config")]
+    candidates += _configured_code_paths(work, common, home)
+    modules = os.path.join(common, "modules")
+    if os.path.isdir(modules):
+        for sub in sorted(os.listdir(modules))[:200]:
+            candidates += [os.path.join(modules, sub, "hooks"), os.path.join(modules, sub, "config")]
+    for link in _gitlinks_of(gitdir, common)[:200]:
+        # A submodule with its own .git directory (an "embedded" one): `git status` outside
+        # recurses into it and reads its config, so that config runs code later as well.
+        embedded = os.path.join(work, link, ".git")
+        if os.path.isdir(embedded) and os.path.realpath(embedded) == embedded:
+            pinned.append(embedded)  # cannot be renamed away and replaced
+            candidates += [os.path.join(embedded, "hooks"), os.path.join(embedded, "config")]
+    protected += [p for p in dict.fromkeys(candidates) if os.path.lexists(p) and not os.path.islink(p)]
+    return pinned, protected, extra_rw
+
+
+def _gitlinks_of(gitdir: str, common: str) -> list[str]:
+    try:
+        data = read_regular(os.path.join(gitdir, "index"), _INDEX_LIMIT + 1)
+        if len(data) > _INDEX_LIMIT:
+            return []
+        return index_gitlinks(data, 32 if _object_format(common) == "sha256" else 20)
+    except (OSError, ValueError):
+        return []
+
+
+def namespace_ids(proc: str = "/proc") -> dict[str, str]:
+    ids = {}
+    for name in ("pid", "net", "ipc", "uts", "mnt", "cgroup", "user"):
+        try:
+            ids[name] = os.readlink(f"{proc}/self/ns/{name}")
+        except OSError:
+            ids[name] = ""
+    return ids
+
+
+def build_policy(request: Request, listing: Listing, environ: dict[str, str],
+                 *, probe_source: str, python: str | None = None) -> Policy:
+    """Look at this machine once and decide what the sandbox of REQUEST shows."""
+    for name in request.keep_env:
+        if env_name_denied(name):
+            raise UsageError(f"--keep-env {name}: refused, it can route to an engine or run code at "
+                             "shell start-up (P6)")
+    work = _real_existing(request.work or os.getcwd(), "--work")
+    if not os.path.isdir(work):
+        raise UsageError(f"--work {request.work}: not a directory")
+    _guard_writable(work, "--work")
+    rw = tuple(_real_existing(p, "--rw") for p in request.rw)
+    for original, path in zip(request.rw, rw, strict=True):
+        _guard_writable(path, f"--rw {original} ->")
+    ro = tuple(_real_existing(p, "--ro") for p in request.ro)
+    cwd = os.path.realpath(os.getcwd())
+    chdir = cwd if is_under(cwd, work) else work
+
+    system_ro, symlinks = [], []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            symlinks.append((path, os.readlink(path)))
+        elif os.path.isdir(path):
+            system_ro.append(path)
+
+    hidden = [p for p in ALWAYS_HIDDEN if p in ("/run", "/tmp", "/dev/shm") or os.path.isdir(p)]
+    hidden += [p for p in ENGINE_STATE_DIRS if os.path.isdir(p) and not os.path.islink(p)]
+    home_outside = environ.get("HOME", "")
+    home_real = os.path.realpath(home_outside) if home_outside.startswith("/") else ""
+    writable_roots = (work, *rw)
+    for flag, root in (("--work", work), *(("--rw", p) for p in rw)):
+        reason = runs_later_in_home(root, home_real)
+        if reason:
+            raise UsageError(f"{flag} {root}: refused, {reason} (P4)")
+    for root in writable_roots:
+        if home_real and home_real != "/" and is_under(home_real, root):
+            # Everything that runs later, outside, lives in $HOME (~/.bashrc, ~/.config/systemd,
+            # crontabs...): a run that can write it proves nothing (P4, P11).
+            raise NotProven("P4", f"$HOME ({home_real}) would be writable inside the run: it is inside "
+                            f"{root}", "pass a project directory as --work, or run from one")
+    if not home_real or home_real == "/" or any(is_under(h, home_real) for h in system_ro):
+        # No usable $HOME (unset, /, or above a system directory): an empty one elsewhere.
+        home = FALLBACK_HOME
+    else:
+        home = home_real
+        hidden.append(home_real)
+    xdg = environ.get("XDG_RUNTIME_DIR", "")
+    if xdg.startswith("/"):
+        xdg_real = os.path.realpath(xdg)
+        if (os.path.isdir(xdg_real) and not any(is_under(xdg_real, h) for h in hidden)
+                and not any(is_under(xdg_real, w) for w in writable_roots)):
+            hidden.append(xdg_real)
+
+    pinned, protected, git_rw = git_layout(work, home_real)
+    for root in rw:
+        # A --rw path can be a repository too (a sibling checkout): same protections.
+        more = git_layout(root, home_real)
+        pinned, protected, git_rw = pinned + more[0], protected + more[1], git_rw + more[2]
+    # Start-up files in the work dir run later, outside, when someone's shell starts there
+    # (.envrc) or the work dir is someone's home; a symlinked one is protected where it leads.
+    for root in writable_roots:
+        for name in STARTUP_FILES:
+            path = os.path.realpath(os.path.join(root, name))
+            if os.path.exists(path) and any(is_under(path, w) for w in writable_roots):
+                protected.append(path)
+
+    # The probe that proves the next run must not be changed by this one (working on no-docker
+    # itself: the package is in the work dir).
+    program = probe_program(probe_source)
+    protected += [p for p in dict.fromkeys((probe_source, program))
+                  if any(is_under(p, w) for w in writable_roots) and os.path.isfile(p)]
+    # The Python environment that runs no-docker runs again, outside and without -I, at the next
+    # `no-docker run` (its console script): a venv in the work dir let a run plant a .pth file
+    # there, i.e. code for the next supervisor (found by the red-team review). Read-only, with
+    # the package that builds the next policy.
+    for root in python_roots(sys.prefix, sys.base_prefix, os.path.dirname(probe_source)):
+        inside = [w for w in writable_roots if is_under(root, w)]
+        if root in inside:
+            raise NotProven("P4", f"the Python environment running no-docker ({root}) is the writable "
+                            f"{root}: the run could change what the next run executes",
+                            "install no-docker in a venv outside the work dir")
+        if inside:
+            protected.append(root)
+    # Where commands run later come from: a PATH directory in a writable place would let the
+    # run put its own `git` or `ls` there for the caller's next shell (red-team review).
+    for entry in environ.get("PATH", "").split(":"):
+        real = os.path.realpath(entry) if entry.startswith("/") else ""
+        inside = [w for w in writable_roots if real and is_under(real, w)]
+        if real in inside:
+            raise NotProven("P4", f"PATH holds {real}, which the run could write: it could put "
+                            "commands there that run later, outside",
+                            "take it off PATH, or choose another --work/--rw")
+        if inside and not os.path.exists(real):
+            # The run could create it and fill it with commands (a `bwrap` for the next run).
+            raise NotProven("P4", f"PATH holds {real}, which does not exist and the run could create "
+                            "with commands of its own", "create it, or take it off PATH")
+        if not inside or not os.path.isdir(real):
+            continue
+        # An (activated) venv's bin: the whole venv, since its site-packages runs too (a .pth
+        # file); unless the caller gave exactly that venv as --rw.
+        parent = os.path.dirname(real)
+        tool = parent if os.path.isfile(os.path.join(parent, "pyvenv.cfg")) else real
+        if tool not in rw:
+            protected.append(tool)
+    pinned += pins_for(protected, writable_roots)
+    proc_readonly = tuple(p for p in ("/proc/sys", "/proc/sysrq-trigger") if os.path.exists(p))
+    draft = Policy(work=work, chdir=chdir, home=home, system_ro=tuple(system_ro), proc_readonly=proc_readonly,
+                   system_symlinks=tuple(symlinks), hidden=tuple(dict.fromkeys(hidden)),
+                   ro=ro, rw=rw + tuple(git_rw), pinned=tuple(pinned), protected=tuple(protected))
+
+    python = os.path.realpath(python or sys.executable)
+    toolchain: list[str] = []
+
+    draft_view = MountView(draft)
+
+    def need(path: str, has_cfg: bool = False) -> None:
+        real = os.path.realpath(path)
+        if not os.path.exists(real) or draft_view.visible(real):
+            return
+        chosen = toolchain_dir_for(real, home_real or None, has_cfg)
+        if chosen and chosen not in toolchain:
+            toolchain.append(chosen)
+
+    need(os.path.dirname(probe_source))  # the probe runs from its real path
+    # The parts of no-docker are siblings of the probe's folder. In an editable install they
+    # live in the source tree, which the run would not otherwise show, and the pytest11 entry
+    # point imports no_docker.ci in every pytest started inside a run.
+    parts_root = os.path.dirname(os.path.dirname(probe_source))
+    for part in ("ci", "canary", "mutants"):
+        need(os.path.join(parts_root, part))
+    for prefix in {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix),
+                   os.path.dirname(os.path.dirname(python))}:
+        need(prefix)
+    for entry in environ.get("PATH", "").split(":"):
+        if entry.startswith("/") and os.path.isdir(entry):
+            need(entry, os.path.isfile(os.path.join(os.path.dirname(entry), "pyvenv.cfg")))
+    found = which(request.command[0], environ.get("PATH", os.defpath))
+    if found and "/" in found:
+        # Both the directory named (a venv's bin, whose python is a symlink out of the venv)
+        # and the one the symlinks lead to.
+        for bindir in dict.fromkeys((os.path.dirname(os.path.abspath(found)),
+                                     os.path.dirname(os.path.realpath(found)))):
+            need(bindir, os.path.isfile(os.path.join(os.path.dirname(bindir), "pyvenv.cfg")))
+    # A chosen toolchain root may contain another: keep the outermost only.
+    toolchain = [t for t in toolchain if not any(t != o and is_under(t, o) for o in toolchain)]
+
+    env = env_allowlist(environ, request.keep_env)
+    env.update({"HOME": home, "TMPDIR": "/tmp",
+                "DOCKER_CONFIG": "/run/no-docker-run/docker-config"})
+    env.setdefault("PATH", os.defpath)
+
+    with_toolchain = draft.replace(toolchain_ro=tuple(toolchain))
+    if listing.relative_paths:
+        name = listing.relative_paths[0]
+        raise NotProven("P3", f"a unix socket listens at the relative name {name!r}, which cannot be "
+                        "located to hide it", "stop that listener or give it an absolute path")
+    sockets = []
+    for path in listing.unix_paths:
+        real = os.path.realpath(path)
+        try:
+            if stat.S_ISSOCK(os.stat(real).st_mode):
+                sockets.append(real)
+        except OSError:
+            continue  # not in our mount namespace's view: nothing to reach by that name
+    masked = sockets_to_mask(with_toolchain, sockets)
+    return with_toolchain.replace(masked=masked, env=tuple(sorted(env.items())), probe_python=python,
+                                  probe_source=program)
+
+
+def encode_plan(items: list[tuple[str, str]]) -> bytes:
+    """The plan for the probe: one "key value" line per item (``probe.decode_plan`` reads it)."""
+    out = []
+    for key, value in items:
+        if not key or " " in key or "\n" in key:
+            raise ValueError(f"bad plan key {key!r}")
+        out.append(key + " " + value.replace("\\", "\\\\").replace("\n", "\\n"))
+    return ("\n".join(out) + "\n").encode("utf-8", "surrogateescape")
+
+
+def probe_program(source: str) -> str:
+    """What bwrap runs as the probe: its compiled file when fresh, else the source.
+
+    Python compiles a script run by path on every start, and compiling probe.py costs more
+    than everything the probe does; a ``.pyc`` run by path is loaded as is. Freshness is
+    checked here (the header's source mtime and size, as the import system does), since a
+    ``.pyc`` run directly is never checked against its source.
+    """
+    import _frozen_importlib_external as bootstrap  # already loaded by every interpreter
+
+    cached = bootstrap.cache_from_source(source)
+    try:
+        st = os.stat(source)
+        with open(cached, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        head = b""
+    if (len(head) == 16 and head[:4] == bootstrap.MAGIC_NUMBER and head[4:8] == bytes(4)
+            and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF):
+        return cached
+    try:
+        import py_compile
+
+        py_compile.compile(source, cfile=cached, doraise=True)
+    except (OSError, py_compile.PyCompileError):
+        return source  # read-only install without a cache: run the source
+    return cached
+
+
+def which(name: str, path: str) -> str | None:
+    """The file PATH lookup would exec for NAME (like shutil.which, without importing shutil)."""
+    if "/" in name:
+        return name if os.access(name, os.X_OK) else None
+    for directory in path.split(":"):
+        candidate = os.path.join(directory or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def probe_source_path() -> str:
+    return os.path.join(os.path.dirname(os.path.realpath(__file__)), "probe.py")
+
+
+# --- what runs later, outside: checked again once the run has ended ------------------------
+# A read-only bind protects only what exists when the run starts. Git follows files the run
+# can still create in the writable .git and work tree (found by the red-team review, each a
+# `git status` outside that ran the run's code): ``.git/commondir`` moves the config and hooks
+# git reads to a directory of the run's choosing; a gitlink in the (writable) index plus a new
+# ``sub/.git`` file makes `git status` in the protected repo recurse into a submodule whose
+# config sets ``core.fsmonitor``. New start-up files (.envrc...) and a new .git belong here too.
+# So the supervisor takes ``later_code_sources`` before the run and again after every process
+# of it has ended (nothing can race it then), and ``later_code_changes`` names what differs.
+_GITLINK = 0o160000
+_INDEX_LIMIT = 64 << 20  # an index larger than this is not parsed (and counts as a change)
+
+
+def index_gitlinks(data: bytes, hash_len: int = 20) -> list[str]:
+    """Paths of the gitlink (submodule) entries of a git index file (versions 2, 3 and 4;
+    gitformat-index(5)). ValueError when DATA is not an index."""
+    if len(data) < 12 or data[:4] != b"DIRC":
+        raise ValueError("not a git index (no DIRC signature)")
+    version = int.from_bytes(data[4:8], "big")
+    count = int.from_bytes(data[8:12], "big")
+    if version not in (2, 3, 4):
+        raise ValueError(f"git index version {version} is not supported")
+    pos, previous, links = 12, b"", []
+    for _ in range(count):
+        start = pos
+        if pos + 40 + hash_len + 2 > len(data):
+            raise ValueError("git index entry runs past the end of the file")
+        mode = int.from_bytes(data[pos + 24:pos + 28], "big")
+        flags = int.from_bytes(data[pos + 40 + hash_len:pos + 42 + hash_len], "big")
+        pos += 42 + hash_len
+        if version >= 3 and flags & 0x4000:
+            pos += 2  # extended flags
+        if version == 4:
+            strip, shift = 0, 0
+            while True:  # the offset varint of gitformat-index(5): 7 bits a byte, +1 per continuation
+                if pos >= len(data):
+                    raise ValueError("git index path prefix runs past the end of the file")
+                byte = data[pos]
+                pos += 1
+                strip = (strip << 7) | (byte & 0x7F) if shift else byte & 0x7F
+                shift += 1
+                if not byte & 0x80:
+                    break
+                strip += 1
+            end = data.find(b"\0", pos)
+            if end < 0 or strip > len(previous):
+                raise ValueError("bad git index path")
+            name = previous[:len(previous) - strip] + data[pos:end]
+            pos = end + 1
+        else:
+            end = data.find(b"\0", pos)
+            if end < 0:
+                raise ValueError("git index path runs past the end of the file")
+            name = data[pos:end]
+            pos = start + ((end - start) // 8 + 1) * 8  # 1-8 NULs pad the entry to 8 bytes
+        previous = name
+        if mode == _GITLINK:
+            links.append(name.decode("utf-8", "surrogateescape"))
+    return links
+
+
+def _entry_kind(path: str) -> str:
+    """A fingerprint of PATH: "absent", "dir", "symlink:TARGET", "special:MODE" or
+    "file:FIRST-LINE sha256:..." (the first line is what git follows in a .git file)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return "absent"
+    if stat.S_ISLNK(st.st_mode):
+        return "symlink:" + os.readlink(path)
+    if stat.S_ISDIR(st.st_mode):
+        return "dir"
+    if not stat.S_ISREG(st.st_mode):
+        return f"special:{stat.S_IFMT(st.st_mode):o}"  # a FIFO must never be opened: it would block
+    try:
+        data = read_regular(path)
+    except OSError as err:
+        return f"unreadable:{err.errno}"
+    import hashlib  # only here: after a run, never on its start-up path
+
+    return "file:" + data.split(b"\n", 1)[0][:200].decode("utf-8", "replace") + " sha256:" + hashlib.sha256(
+        data).hexdigest()[:16]
+
+
+def _gitdir_sources(gitdir: str, label: str) -> dict[str, str]:
+    # commondir redirects config and hooks; config.worktree adds a config; modules/* are the
+    # gitdirs of submodules (their config runs when git recurses into them).
+    sources = {f"{label}/commondir": _entry_kind(os.path.join(gitdir, "commondir")),
+               f"{label}/config.worktree": _entry_kind(os.path.join(gitdir, "config.worktree"))}
+    try:
+        modules = sorted(os.listdir(os.path.join(gitdir, "modules")))
+    except OSError:
+        modules = []
+    sources[f"{label}/modules"] = " ".join(modules[:200])
+    return sources
+
+
+def later_code_sources(work: str) -> dict[str, str]:
+    """What, in WORK, decides which code git and shells started there later run (see above):
+    {name: fingerprint}. Cheap: a few stats, and the index only parsed for its gitlinks."""
+    sources = {name: _entry_kind(os.path.join(work, name)) for name in (".git", *STARTUP_FILES)}
+    dotgit = os.path.join(work, ".git")
+    gitdir = dotgit
+    kind = sources[".git"]
+    if kind.startswith("file:gitdir:"):
+        gitdir = os.path.join(work, kind[len("file:gitdir:"):].rsplit(" sha256:", 1)[0].strip())
+    elif kind != "dir":
+        return sources
+    sources.update(_gitdir_sources(gitdir, ".git"))
+    index = os.path.join(gitdir, "index")
+    try:
+        data = read_regular(index, _INDEX_LIMIT + 1)
+        if len(data) > _INDEX_LIMIT:
+            raise ValueError(f"larger than {_INDEX_LIMIT} bytes")
+        links = index_gitlinks(data, 32 if _object_format(gitdir) == "sha256" else 20)
+    except OSError:
+        links = []
+    except ValueError as err:
+        sources[".git/index"] = f"unparsable: {err}"
+        links = []
+    for link in links[:200]:
+        # A populated submodule: git status outside runs git inside it, with its own config.
+        sources[f"{link}/.git"] = _entry_kind(os.path.join(work, link, ".git"))
+        sources[f"{link}/.git/config"] = _entry_kind(os.path.join(work, link, ".git", "config"))
+    return sources
+
+
+def _object_format(gitdir: str) -> str:
+    try:
+        text = _read_text(os.path.join(gitdir, "config"))
+    except OSError:
+        return "sha1"
+    return "sha256" if "objectformat = sha256" in text.replace("\t", " ").lower() else "sha1"
+
+
+def later_code_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """One line per source of later code that the run added or changed (pure)."""
+    lines = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name, "absent"), after.get(name, "absent")
+        if old != new and not (name.endswith("/modules") and set(new.split()) <= set(old.split())):
+            lines.append(f"{name}: {old or 'none'} -> {new or 'none'}")
+    return lines

@@ -1,0 +1,237 @@
+"""What a run may see and touch (a ``Policy``), and the bubblewrap argv that enforces it.
+
+``bwrap_argv(policy, ...)`` is a pure function: every flag it emits is traceable to one of the
+properties P1-P11 of DESIGN §4 (see ``FLAG_PROPERTIES`` and docs/isolation.md). The decisions
+that need the file system (what exists, what is a symlink, where the toolchain lives) are made
+once by ``build_policy`` in ``supervisor/plan.py``; this module never stats anything.
+
+Mount order matters, because bwrap applies mounts in command-line order and a later mount
+covers an earlier one:
+
+1. system directories read-only, fresh ``/proc`` (``/proc/sys`` read-only, the init's
+   memory masked) and ``/dev``                                          (P1, P4, P5, P8)
+2. tmpfs over every place sockets and per-user state live               (P3, P11)
+3. the run's own directory (the plan, an empty DOCKER_CONFIG)           (P6)
+4. the toolchain read-only (the probe, python, venv, PATH dirs)         (usability)
+5. the work dir and --rw paths writable, --ro paths read-only           (P4)
+6. read-only re-binds inside writable places (.git/hooks, .git/config)  (P4, P11)
+7. /dev/null over every outside socket that would still be visible      (P3)
+8. the root tmpfs remounted read-only                                   (P4)
+"""
+
+from __future__ import annotations
+
+from .record import record
+
+# Inside the sandbox: where the run's own files appear. Under /run, which is a fresh tmpfs.
+RUN_DIR = "/run/no-docker-run"
+PLAN_PATH = f"{RUN_DIR}/plan.json"
+DOCKER_CONFIG_DIR = f"{RUN_DIR}/docker-config"
+FALLBACK_HOME = f"{RUN_DIR}/home"
+
+# Names that route to an engine, or make a shell run code at start-up (P6, P11). A --keep-env
+# of one of these is a usage error; the probe refuses any of them in the environment (its own
+# copy of this list: it imports nothing of no-docker).
+DENIED_ENV_NAMES = frozenset({
+    "KUBECONFIG", "BUILDKIT_HOST", "SSH_AUTH_SOCK", "BASH_ENV", "ENV", "ZDOTDIR",
+    "PROMPT_COMMAND", "LD_PRELOAD", "LD_AUDIT", "CONTAINER_HOST", "CONTAINER_CONNECTION",
+    "DOCKER_HOST", "XDG_RUNTIME_DIR",
+})
+DENIED_ENV_PREFIXES = ("DOCKER_", "CONTAINER_", "CONTAINERD_", "DBUS_", "PODMAN_", "BUILDKIT_",
+                       "KUBE", "BASH_FUNC_")
+# Passed through when set outside (P6 is an allowlist). Everything else needs --keep-env.
+ALLOWED_ENV_NAMES = ("PATH", "LANG", "LANGUAGE", "TERM", "COLORTERM", "NO_COLOR", "TZ", "USER",
+                     "LOGNAME", "SHELL", "COLUMNS", "LINES", "CI")
+ALLOWED_ENV_PREFIXES = ("LC_",)
+
+
+def env_name_denied(name: str) -> bool:
+    """True when NAME must never cross into a run (P6). DOCKER_CONFIG is set by us, not kept."""
+    return name in DENIED_ENV_NAMES or name.startswith(DENIED_ENV_PREFIXES)
+
+
+def env_allowlist(outside: dict[str, str], keep: tuple[str, ...] = ()) -> dict[str, str]:
+    """The variables that pass from OUTSIDE: the allowlist plus KEEP, never a denied name."""
+    passed = {}
+    for name, value in outside.items():
+        if env_name_denied(name):
+            continue
+        if name in ALLOWED_ENV_NAMES or name.startswith(ALLOWED_ENV_PREFIXES) or name in keep:
+            passed[name] = value
+    return passed
+
+
+@record
+class Policy:
+    """Everything the sandbox of one run looks like. Paths are absolute and already resolved.
+
+    Each field says which property it serves; ``bwrap_argv`` turns it into flags.
+    """
+
+    work: str  # writable (P4); also the default working directory
+    chdir: str
+    home: str  # inside HOME: an empty tmpfs at this path (P3, P11)
+    system_ro: tuple[str, ...]  # real directories bound read-only at the same path (P4)
+    system_symlinks: tuple[tuple[str, str], ...] = ()  # (link, target), e.g. ("/bin", "usr/bin")
+    hidden: tuple[str, ...] = ()  # tmpfs over each (P3): /run, /tmp, $HOME, $XDG_RUNTIME_DIR...
+    toolchain_ro: tuple[str, ...] = ()  # the python running the probe, its venv, PATH dirs
+    ro: tuple[str, ...] = ()  # --ro
+    rw: tuple[str, ...] = ()  # --rw
+    pinned: tuple[str, ...] = ()  # writable dirs re-bound onto themselves so they cannot be renamed
+    protected: tuple[str, ...] = ()  # read-only re-binds inside writable places (P4, P11)
+    masked: tuple[str, ...] = ()  # outside sockets still visible: /dev/null bound over them (P3)
+    env: tuple[tuple[str, str], ...] = ()  # the complete environment of the probe and CMD (P6)
+    probe_python: str = "/usr/bin/python3"
+    # Host-wide kernel settings under the fresh /proc, read-only: root in bwrap's user namespace
+    # is still uid 0 to the sysctl permission check (test_perm compares with GLOBAL_ROOT_UID),
+    # so kernel.core_pattern, a command the kernel runs as root on the host, was writable (P4).
+    proc_readonly: tuple[str, ...] = ("/proc/sys",)
+    probe_source: str = ""  # what the probe runs from (its .pyc or probe.py), visible read-only
+    # The memory of the sandbox's init (bwrap's pid 1, which carries no syscall filter: the
+    # probe installs it for itself and CMD only), /dev/null bound over it: through a writable
+    # /proc/1/mem a run could make the init do what the filter refuses (P5; red-team review).
+    proc_masked: tuple[str, ...] = ("/proc/1/mem", "/proc/1/task/1/mem")
+
+    def writable(self) -> tuple[str, ...]:
+        """Mount points the probe accepts as writable (P4)."""
+        return (self.work, *self.rw, *self.pinned, *self.hidden)
+
+
+def _depth(path: str) -> int:
+    return 0 if path == "/" else path.rstrip("/").count("/")
+
+
+def _by_depth(paths: tuple[str, ...]) -> list[str]:
+    # Parents before children, so a child mount is not covered by its parent's mount.
+    # sorted() is stable, so equal depth keeps the caller's order.
+    return sorted(dict.fromkeys(paths), key=_depth)
+
+
+# flag -> the properties it serves; tests check that every property has at least one flag.
+FLAG_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "--unshare-all": ("P1", "P2", "P5", "P9", "P10"),
+    "--proc": ("P1",),
+    "--tmpfs": ("P3", "P11"),
+    "--ro-bind": ("P3", "P4"),
+    "--bind": ("P4",),
+    "--remount-ro": ("P4",),
+    "--cap-drop": ("P5", "P10"),
+    "--clearenv": ("P6",),
+    "--setenv": ("P6",),
+    "--new-session": ("P8",),
+    "--dev": ("P8",),
+    "--die-with-parent": ("P1",),
+    "--ro-bind-data": ("P3",),
+    "--json-status-fd": (),
+    "--seccomp": ("P5",),
+    "--chdir": (),
+    "--symlink": (),
+    "--dir": ("P6",),
+    "--perms": ("P6",),
+}
+# P7 (only fds 0-2 cross) is not a bwrap flag: the supervisor starts bwrap with close_fds and
+# passes exactly the plan and report fds, which the probe closes before exec (see probe.py);
+# P11 follows from P6 and from the probe being the first process in the sandbox.
+
+
+def mount_layers(policy: Policy) -> list[tuple[str, str]]:
+    """Every mount of the sandbox in bwrap's order, as (kind, path); kinds: "ro", "bind",
+    "tmpfs", "proc", "dev", "mask" (/dev/null over a socket), "symlink" ("link\0target").
+
+    The one source of truth for ``bwrap_argv`` and for ``plan.MountView`` (what stays visible):
+    a later mount covers an earlier one, so the order is the policy.
+    """
+    layers: list[tuple[str, str]] = []
+    # 1. System directories read-only; fresh /proc (P1), its host-wide settings read-only (P4),
+    #    and /dev with its own devpts (P8).
+    layers += [("ro", p) for p in _by_depth(policy.system_ro)]
+    layers += [("symlink", f"{link}\0{target}") for link, target in policy.system_symlinks]
+    layers += [("proc", "/proc")] + [("ro", p) for p in policy.proc_readonly]
+    layers += [("mask", p) for p in policy.proc_masked] + [("dev", "/dev")]
+    # 2. Hide every place sockets and per-user state live (P3, P11), and bring the toolchain
+    #    back read-only: together, parents first, so a toolchain dir above a hidden one
+    #    (/tmp/x for /tmp/x/home) cannot uncover it (hidden first among equals).
+    both = [("tmpfs", p) for p in dict.fromkeys(policy.hidden)]
+    both += [("ro", p) for p in dict.fromkeys(policy.toolchain_ro) if p not in policy.hidden]
+    layers += sorted(both, key=lambda layer: _depth(layer[1]))
+    # 3. The work dir, then --ro/--rw by depth (a --ro inside the work dir wins over it).
+    layers += [("bind", policy.work)]
+    user = {path: "ro" for path in policy.ro}
+    user.update({path: "bind" for path in policy.rw})
+    layers += [(user[p], p) for p in _by_depth(tuple(user))]
+    # 4. Hidden places inside what the user made visible again (--ro /tmp/x above $HOME): hidden
+    #    again. Never the work dir or a --rw path themselves.
+    roots = (policy.work, *policy.ro, *policy.rw)
+    layers += [("tmpfs", h) for h in _by_depth(policy.hidden)
+               if any(_strictly_under(h, r) for r in roots) and h not in roots]
+    # 5. Writable dirs that must stay put (.git), then read-only re-binds inside them.
+    layers += [("bind", p) for p in _by_depth(policy.pinned)]
+    layers += [("ro", p) for p in _by_depth(policy.protected)]
+    # 6. Outside sockets that would still be visible: a read-only bind does not stop connect()
+    #    (notes/isolation-anchors.md §1), so the socket inode itself must be covered.
+    layers += [("mask", p) for p in sorted(set(policy.masked))]
+    return layers
+
+
+def _strictly_under(path: str, root: str) -> bool:
+    return path != root and (root == "/" or path.startswith(root.rstrip("/") + "/"))
+
+
+def bwrap_argv(
+    policy: Policy,
+    command: list[str],
+    *,
+    bwrap: str = "bwrap",
+    data_fd: int,
+    plan_fd: int,
+    report_fd: int,
+    status_fd: int | None = None,
+    seccomp_fd: int | None = None,
+) -> list[str]:
+    """The complete argv: bwrap, its flags, then the probe, then ``--`` and COMMAND.
+
+    DATA_FD is the plan for bwrap to copy to PLAN_PATH (``no-docker check`` reads it there);
+    PLAN_FD is the probe's own copy of it; REPORT_FD is where the probe says "ok"/"fail".
+    SECCOMP_FD, when given, holds ``probe.seccomp_program(arch)`` for bwrap to apply to its init
+    too (the probe installs the same filter for itself and CMD either way).
+    """
+    if not command:
+        raise ValueError("bwrap_argv: empty command")
+    argv = [bwrap]
+    for kind, path in mount_layers(policy):
+        if kind == "symlink":
+            link, target = path.split("\0", 1)
+            argv += ["--symlink", target, link]
+        elif kind in ("tmpfs", "proc", "dev"):
+            argv += [f"--{kind}", path]
+        elif kind == "mask":
+            argv += ["--ro-bind", "/dev/null", path]
+        else:
+            argv += ["--ro-bind" if kind == "ro" else "--bind", path, path]
+        if kind == "tmpfs" and path == "/run":
+            # The run's own files, right after the fresh /run: the plan (the outside listing,
+            # for the probe and `check`) and an empty read-only DOCKER_CONFIG (P6).
+            argv += ["--ro-bind-data", str(data_fd), PLAN_PATH]
+            argv += ["--perms", "0555", "--dir", DOCKER_CONFIG_DIR]
+            if policy.home == FALLBACK_HOME:
+                argv += ["--dir", FALLBACK_HOME]
+    # The root tmpfs itself read-only (non-recursive: /tmp, /run... stay writable tmpfs).
+    argv += ["--remount-ro", "/"]
+    argv += ["--chdir", policy.chdir]
+    # Namespaces: user (when possible), pid, net, ipc, uts, cgroup.
+    # --unshare-all = --unshare-user-try --unshare-ipc --unshare-pid --unshare-net
+    #                 --unshare-uts --unshare-cgroup-try (bwrap(1)).
+    argv += ["--unshare-all"]
+    argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    argv += ["--clearenv"]
+    for name, value in policy.env:
+        argv += ["--setenv", name, value]
+    if status_fd is not None:
+        argv += ["--json-status-fd", str(status_fd)]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
+    # The probe runs from its real path (bound read-only with the toolchain): a fake bwrap that
+    # just execs its command then runs the real probe on the host, which refuses at P1.
+    argv += ["--", policy.probe_python, "-I", "-S", policy.probe_source, "--plan-fd", str(plan_fd),
+             "--report-fd", str(report_fd), "--", *command]
+    return argv

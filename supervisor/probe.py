@@ -1,0 +1,898 @@
+"""The in-sandbox probe: prove P1-P11 by trying, then exec the command (DESIGN §4).
+
+Started by bwrap as ``python -I -S /path/to/probe.py --plan-fd N --report-fd M -- CMD...``
+(by its real path, or that of its compiled ``__pycache__/probe.*.pyc``: see ``plan.probe_program``).
+Standard library only, and only its cheap corners: ``socket`` (enum), ``json`` and ``re`` each
+cost more than the whole proof, so this module talks to ``_socket`` and reads a line-based plan.
+
+Nothing the environment or a file *claims* is taken as proof. The plan (from the supervisor,
+through an inherited memfd) only says what to *try* (which outside sockets and ports exist)
+and which outside namespaces to differ from; the verdicts come from what the kernel answers
+here: the pids /proc shows, the capability sets, connect() refusing, writes failing. A fake
+``bwrap`` that just execs its command therefore fails at P1 (the host's /proc), before this
+module touches anything.
+
+The checks run from the least to the most intrusive: views of /proc first, then connect()
+attempts (which send no byte), then write attempts (O_TMPFILE: nothing is left behind even if
+one succeeded), so a sandbox that is not one is refused before the probe reaches out.
+
+Exit: on the first failed property print ``no-docker: Pn not proven: ...`` and exit 125,
+without running CMD. On success exec CMD (same pid); 127 when it is not found, 126 when it
+cannot be executed.
+"""
+
+from __future__ import annotations
+
+import _signal
+import _socket
+import errno
+import os
+import stat
+import sys
+import time
+
+EXIT_NOT_PROVEN = 125
+
+# Init namespaces have fixed inode numbers (include/linux/proc_ns.h): a run must never be in them.
+INIT_NS = {"ipc": "ipc:[4026531839]", "uts": "uts:[4026531838]", "user": "user:[4026531837]",
+           "pid": "pid:[4026531836]", "cgroup": "cgroup:[4026531835]"}
+ENGINE_PORTS = (2375, 2376, 2377, 4243, 6443, 10250)
+# DESIGN §7: well-known engine sockets. "~" is the outside $HOME, "$XDG" the outside
+# XDG_RUNTIME_DIR (both paths are also where the sandbox puts its tmpfs).
+ENGINE_PATHS = (
+    "/var/run/docker.sock", "/run/docker.sock", "~/.docker/run/docker.sock",
+    "~/.docker/desktop/docker.sock", "$XDG/docker.sock", "/run/podman/podman.sock",
+    "/var/run/podman/podman.sock", "$XDG/podman/podman.sock", "/run/containerd/containerd.sock",
+    "/var/run/containerd/containerd.sock", "/run/containerd/containerd.sock.ttrpc",
+    "/run/buildkit/buildkitd.sock", "$XDG/buildkit/buildkitd.sock", "/run/crio/crio.sock",
+    "/var/run/crio/crio.sock", "/run/k3s/containerd/containerd.sock", "/var/run/cri-dockerd.sock",
+    "/var/lib/kubelet/pod-resources/kubelet.sock", "~/.colima/default/docker.sock",
+    "~/.rd/docker.sock", "~/.orbstack/run/docker.sock", "~/.lima/default/sock/docker.sock",
+    "/proc/1/root/run/docker.sock", "/proc/1/root/var/run/docker.sock",
+    "/run/user/$UID/docker.sock", "/run/user/$UID/podman/podman.sock",
+)
+DENIED_NAMES = frozenset({
+    "KUBECONFIG", "BUILDKIT_HOST", "SSH_AUTH_SOCK", "BASH_ENV", "ENV", "ZDOTDIR",
+    "PROMPT_COMMAND", "LD_PRELOAD", "LD_AUDIT", "CONTAINER_HOST", "CONTAINER_CONNECTION",
+    "DOCKER_HOST", "XDG_RUNTIME_DIR",
+})
+DENIED_PREFIXES = ("DOCKER_", "CONTAINER_", "CONTAINERD_", "DBUS_", "PODMAN_", "BUILDKIT_", "KUBE",
+                   "BASH_FUNC_")
+STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshenv", ".zshrc",
+                 ".zprofile", ".zlogin")
+# Writable mounts never allowed below these, whatever the plan says (work dirs do live under
+# /opt, /srv and /var, e.g. /var/lib/jenkins/workspace: those are left to the plan).
+SYSTEM_MOUNT_PREFIXES = ("/etc/", "/usr/", "/boot/", "/nix/", "/bin/", "/sbin/", "/lib/", "/lib32/",
+                         "/lib64/", "/libx32/")
+# First components under the outside $HOME that run code later (plan.HOME_RUNS_LATER, in part).
+HOME_RUNS_LATER = frozenset({".config", ".local", ".ssh", ".docker", ".kube", ".gnupg", ".bashrc",
+                             ".bash_profile", ".bash_login", ".profile", ".zshenv", ".zshrc", ".zprofile",
+                             ".zlogin", ".gitconfig", ".cargo", ".pyenv", "bin", ".bin"})
+# What a run must not be able to write, whatever the plan says.
+SYSTEM_WRITE_TRIES = ("/", "/etc", "/usr", "/usr/local", "/var", "/opt", "/srv")
+# Host-wide kernel settings: core_pattern and modprobe name programs the kernel runs as root
+# outside any sandbox. Tried with an open for writing only; nothing is ever written.
+KERNEL_WRITE_TRIES = ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe",
+                      "/proc/sys/vm/drop_caches", "/proc/sysrq-trigger", "/proc/sys/fs/binfmt_misc/register")
+# --- the syscall filter (P5, P10) ------------------------------------------------------------
+# Installed by the probe before exec (bwrap has set no_new_privs, so no privilege is needed) and
+# inherited by every process of the run. Why each rule:
+# * a mode with S_ISUID/S_ISGID (chmod, fchmod, fchmodat(2), open/openat/creat, mknod(at)): as
+#   root, uid 0 inside is uid 0 outside, so `chmod 4755` in the work dir planted a setuid-root
+#   program that any local user could run after the run (found by the red-team review);
+# * io_uring_*: its OPENAT op carries a mode the filter cannot see; openat2: its mode is in a
+#   struct behind a pointer (ENOSYS: callers fall back to openat);
+# * keyctl/add_key/request_key: the session keyring is the caller's (bwrap makes no new one),
+#   and request_key makes the host kernel run /sbin/request-key as root;
+# * the rest is DESIGN §4's list: ptrace, process_vm_*, bpf, perf_event_open, userfaultfd,
+#   kernel modules, kexec.
+# Syscalls of another ABI (i386 through int 0x80, x32) are refused outright: their numbers differ.
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# arch -> {syscall number: index of its mode argument}
+MODE_SYSCALLS = {
+    "x86_64": {2: 2, 85: 1, 90: 1, 91: 1, 133: 1, 257: 3, 259: 2, 268: 2, 452: 2},
+    "aarch64": {56: 3, 33: 2, 52: 1, 53: 2, 452: 2},
+}
+# arch -> {syscall number: errno returned}
+DENIED_SYSCALLS = {
+    "x86_64": {425: errno.ENOSYS, 426: errno.ENOSYS, 427: errno.ENOSYS, 437: errno.ENOSYS,
+               248: errno.EPERM, 249: errno.EPERM, 250: errno.EPERM, 101: errno.EPERM,
+               310: errno.EPERM, 311: errno.EPERM, 321: errno.EPERM, 298: errno.EPERM,
+               323: errno.EPERM, 175: errno.EPERM, 313: errno.EPERM, 176: errno.EPERM,
+               246: errno.EPERM, 320: errno.EPERM},
+    "aarch64": {425: errno.ENOSYS, 426: errno.ENOSYS, 427: errno.ENOSYS, 437: errno.ENOSYS,
+                217: errno.EPERM, 218: errno.EPERM, 219: errno.EPERM, 117: errno.EPERM,
+                270: errno.EPERM, 271: errno.EPERM, 280: errno.EPERM, 241: errno.EPERM,
+                282: errno.EPERM, 105: errno.EPERM, 273: errno.EPERM, 106: errno.EPERM,
+                104: errno.EPERM, 294: errno.EPERM},
+}
+SETID_BITS = 0o6000
+X32_SYSCALL_BIT = 0x40000000
+# Classic BPF (linux/filter.h, linux/seccomp.h): struct seccomp_data is {int nr; u32 arch;
+# u64 ip; u64 args[6]}; the low half of args[i] is at 16 + 8 i on little-endian machines.
+_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+
+
+def seccomp_program(arch: str) -> bytes:
+    """The filter for ARCH as an array of ``struct sock_filter`` (8 bytes each): refuse setuid and
+    setgid modes, and the DENIED_SYSCALLS; allow everything else. KeyError for an unknown ARCH."""
+    audit_arch = AUDIT_ARCH[arch]
+    insns: list[tuple[int, int, int, int]] = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, audit_arch),
+                                              (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS), (_LD_ABS, 0, 0, 0)]
+    if arch == "x86_64":
+        insns += [(_JGE, 0, 1, X32_SYSCALL_BIT), (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS)]
+    for nr, code in sorted(DENIED_SYSCALLS[arch].items()):
+        insns += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _RET_ERRNO | code)]
+    for nr, arg in sorted(MODE_SYSCALLS[arch].items()):
+        insns += [(_JEQ, 0, 4, nr), (_LD_ABS, 0, 0, 16 + 8 * arg), (_JSET, 0, 1, SETID_BITS),
+                  (_RET, 0, 0, _RET_ERRNO | errno.EPERM), (_RET, 0, 0, _RET_ALLOW)]
+    insns.append((_RET, 0, 0, _RET_ALLOW))
+    return b"".join(code.to_bytes(2, "little") + bytes((jt, jf)) + k.to_bytes(4, "little")
+                    for code, jt, jf, k in insns)
+
+
+def install_seccomp(program: bytes) -> None:
+    """prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog); OSError when the kernel refuses.
+    ctypes is imported only here: the stdlib has no prctl."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    filters = ctypes.create_string_buffer(program, len(program))
+    # struct sock_fprog { unsigned short len; struct sock_filter *filter; }
+    fprog = ctypes.create_string_buffer((len(program) // 8).to_bytes(2, sys.byteorder) + bytes(6)
+                                        + ctypes.addressof(filters).to_bytes(8, sys.byteorder))
+    pr_set_seccomp, seccomp_mode_filter = 22, 2
+    if libc.prctl(pr_set_seccomp, seccomp_mode_filter, fprog, 0, 0) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def try_setid_modes(directory: str) -> str | None:
+    """What still lets a setuid/setgid mode be set, tried on a nameless file in DIRECTORY (it
+    vanishes on close), or None when every try was refused."""
+    flags = os.O_WRONLY | getattr(os, "O_TMPFILE", 0o20200000)
+    try:
+        fd = os.open(directory, flags, 0o4700)
+    except PermissionError:
+        pass
+    else:
+        os.close(fd)
+        return f"open(O_TMPFILE, 04700) in {directory}"
+    fd = os.open(directory, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o4700)
+    except PermissionError:
+        return None
+    finally:
+        os.close(fd)
+    return f"fchmod(04700) of a file in {directory}"
+
+
+PROPERTIES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11")
+# Refusals of connect() that mean "not reachable" (anything else, e.g. a timeout, is suspect).
+UNREACHED = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR, errno.ENOTSOCK,
+                       errno.EACCES, errno.EPERM, errno.ENETUNREACH, errno.EHOSTUNREACH,
+                       errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT, errno.ELOOP, errno.ENAMETOOLONG,
+                       errno.EPROTOTYPE, errno.EINVAL})
+WRITE_REFUSED = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+class NotProven(Exception):
+    def __init__(self, prop: str, detail: str) -> None:
+        super().__init__(f"{prop} not proven: {detail}")
+        self.prop = prop
+        self.detail = detail
+
+
+# --- plan -------------------------------------------------------------------------------
+# One "key value" per line; a list repeats its key. Values escape "\" and newline, so any
+# path survives. Kept trivial so it needs no json/re (see the module docstring). The encoder
+# is ``plan.encode_plan`` (outside); tests round-trip the two.
+
+def _unescape(value: str) -> str:
+    if "\\" not in value:
+        return value
+    out, i = [], 0
+    while i < len(value):
+        c = value[i]
+        if c == "\\" and i + 1 < len(value):
+            nxt = value[i + 1]
+            out.append("\n" if nxt == "n" else nxt)
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def decode_plan(data: bytes) -> dict[str, list[str]]:
+    plan: dict[str, list[str]] = {}
+    for line in data.decode("utf-8", "surrogateescape").split("\n"):
+        if not line:
+            continue
+        key, sep, value = line.partition(" ")
+        if not sep:
+            raise ValueError(f"bad plan line {line[:80]!r}")
+        plan.setdefault(key, []).append(_unescape(value))
+    return plan
+
+
+def one(plan: dict[str, list[str]], key: str, default: str = "") -> str:
+    values = plan.get(key)
+    return values[-1] if values else default
+
+
+# --- small kernel views -----------------------------------------------------------------
+
+def read_text(path: str) -> str:
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8", "surrogateescape")
+
+
+def read_regular_text(path: str, limit: int = 1 << 16) -> str:
+    """Like read_text, for files in the work dir: a FIFO or device there (the previous run's
+    work) must not block the probe, so only a regular file is read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path}: not a regular file")
+        return os.read(fd, limit).decode("utf-8", "surrogateescape")
+    finally:
+        os.close(fd)
+
+
+def status_fields(text: str) -> dict[str, str]:
+    fields = {}
+    for line in text.split("\n"):
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key] = value.strip()
+    return fields
+
+
+def _unoctal(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo (fs/proc_namespace.c).
+    if "\\" not in field:
+        return field
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and i + 3 < len(field) and field[i + 1:i + 4].isdigit():
+            out.append(chr(int(field[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def parse_mountinfo(text: str) -> list[tuple[str, bool, str, str]]:
+    """(mount point, read-write?, fstype, "major:minor") per line of /proc/self/mountinfo
+    (proc(5)), in mount order."""
+    mounts = []
+    for line in text.split("\n"):
+        if not line:
+            continue
+        left, sep, right = line.partition(" - ")
+        fields = left.split(" ")
+        if not sep or len(fields) < 6:
+            raise ValueError(f"cannot parse mountinfo line {line[:100]!r}")
+        options = fields[5].split(",")
+        mounts.append((_unoctal(fields[4]), "rw" in options, right.split(" ", 1)[0], fields[2]))
+    return mounts
+
+
+def visible_pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def expand(path: str, home: str, xdg: str) -> str | None:
+    path = path.replace("$UID", str(os.getuid()))
+    if path.startswith("~/"):
+        return home.rstrip("/") + path[1:] if home.startswith("/") else None
+    if path.startswith("$XDG/"):
+        return xdg.rstrip("/") + path[4:] if xdg.startswith("/") else None
+    return path
+
+
+def try_connect(family: int, address: object, timeout: float = 1.0) -> int | None:
+    """connect() and close at once, sending nothing. None when it connected, else the errno."""
+    sock = _socket.socket(family, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(address)
+    except OSError as err:
+        return err.errno if err.errno is not None else -1
+    finally:
+        sock.close()
+    return None
+
+
+def try_dgram_route(family: int, address: object) -> int | None:
+    """A UDP connect() only looks the route up; no packet leaves. None when a route exists."""
+    sock = _socket.socket(family, _socket.SOCK_DGRAM)
+    try:
+        sock.connect(address)
+    except OSError as err:
+        return err.errno
+    finally:
+        sock.close()
+    return None
+
+
+def try_write(path: str) -> int | None:
+    """Try to write at PATH without changing it. None when the write was possible, else errno.
+
+    Directories: an O_TMPFILE file, which has no name and vanishes on close. Files: an
+    O_WRONLY|O_APPEND open, which writes nothing.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return errno.ENOENT
+    if stat.S_ISDIR(st.st_mode):
+        flags = os.O_WRONLY | getattr(os, "O_TMPFILE", 0o20200000)
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as err:
+            if err.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                # File system without O_TMPFILE: the kernel's own write-permission check.
+                return None if os.access(path, os.W_OK) else errno.EROFS
+            return err.errno
+        os.close(fd)
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return errno.EROFS  # devices (/dev/null over a masked socket) are nothing to write
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    except OSError as err:
+        return err.errno
+    os.close(fd)
+    return None
+
+
+def try_open_rw(path: str) -> int | None:
+    """Open PATH read-write and close it at once (nothing is written): None when it opened."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
+    except OSError as err:
+        return err.errno
+    os.close(fd)
+    return None
+
+
+def maps_to_outside_root(uid_map: str) -> bool:
+    """Does some uid of this user namespace stand for uid 0 outside (a /proc/PID/uid_map)?"""
+    for line in uid_map.split("\n"):
+        fields = line.split()
+        if len(fields) == 3 and fields[1] == "0":
+            return True
+    return False
+
+
+def git_write_tries(work: str) -> list[str]:
+    """Files in WORK's git layout that run code later, outside: found here, not taken from the
+    plan, so a policy that forgot to protect them is still caught."""
+    if not work.startswith("/"):
+        return []
+    dotgit = os.path.join(work, ".git")
+    common = dotgit
+    tries = []
+    if os.path.isfile(dotgit):
+        tries.append(dotgit)  # rewriting it would point git at another config
+        try:
+            first = read_regular_text(dotgit).split("\n", 1)[0]
+            gitdir = os.path.join(work, first.partition("gitdir:")[2].strip())
+            common = gitdir
+            try:
+                common = os.path.join(gitdir, read_regular_text(os.path.join(gitdir, "commondir")).strip())
+            except OSError:
+                pass
+        except OSError:
+            return tries
+    elif not os.path.isdir(dotgit):
+        return tries
+    else:
+        try:  # a .git directory with a commondir file takes config and hooks from there
+            common = os.path.join(dotgit, read_regular_text(os.path.join(dotgit, "commondir")).strip())
+        except OSError:
+            pass
+    return tries + [os.path.join(common, "hooks"), os.path.join(common, "config"),
+                    os.path.join(dotgit, "hooks"), os.path.join(dotgit, "config")]
+
+
+def errname(code: int | None) -> str:
+    return errno.errorcode.get(code, str(code)) if code is not None else "success"
+
+
+# --- the properties -----------------------------------------------------------------------
+
+class Probe:
+    """All checks over one plan. ``gate`` is the pre-exec mode (stricter: the probe must be
+    alone in the sandbox); ``check`` mode runs inside a live run, next to its processes."""
+
+    def __init__(self, plan: dict[str, list[str]], *, gate: bool, report_fd: int | None = None) -> None:
+        self.plan = plan
+        self.gate = gate
+        self.report_fd = report_fd
+        self.proven: list[str] = []
+        self._mounts: list[tuple[str, bool, str, str]] | None = None
+        self._status: dict[str, str] | None = None
+        self.sudo_pid: int | None = None
+        self.filter_installed = False
+        self.filter_error = ""
+
+    # helpers
+    def mounts(self) -> list[tuple[str, bool, str, str]]:
+        if self._mounts is None:
+            try:
+                self._mounts = parse_mountinfo(read_text("/proc/self/mountinfo"))
+            except (OSError, ValueError) as err:
+                raise NotProven("P4", f"cannot read /proc/self/mountinfo: {err}") from err
+        return self._mounts
+
+    def status(self) -> dict[str, str]:
+        if self._status is None:
+            self._status = status_fields(read_text("/proc/self/status"))
+        return self._status
+
+    def ns(self, name: str) -> str:
+        try:
+            return os.readlink(f"/proc/self/ns/{name}")
+        except OSError as err:
+            raise NotProven("P1", f"cannot read /proc/self/ns/{name}: {err}") from err
+
+    def _differs(self, prop: str, name: str) -> None:
+        inside = self.ns(name)
+        outside = one(self.plan, f"ns.{name}")
+        if not outside:
+            raise NotProven(prop, "no run plan names the outside namespaces (not inside a no-docker run)")
+        if inside == outside or inside == INIT_NS.get(name):
+            raise NotProven(prop, f"same {name} namespace as outside ({inside})")
+
+    # P1: own pid namespace, /proc shows only the run
+    def p1(self) -> None:
+        self._differs("P1", "pid")
+        pids = visible_pids()
+        if self.gate:
+            others = sorted(set(pids) - {1, os.getpid()})
+            if others:
+                raise NotProven("P1", f"/proc shows {len(pids)} processes, e.g. pid {others[:5]}, "
+                                "not only the run")
+        if 1 not in pids:
+            raise NotProven("P1", "/proc has no pid 1: it is not this namespace's /proc")
+
+    # P5: no capabilities, no_new_privs, no privilege gain
+    def p5(self) -> None:
+        status = self.status()
+        for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            value = status.get(name)
+            if value is None or int(value, 16) != 0:
+                raise NotProven("P5", f"{name} is {value} (capabilities kept; bwrap needs --cap-drop ALL)")
+        if status.get("NoNewPrivs") != "1":
+            raise NotProven("P5", f"NoNewPrivs is {status.get('NoNewPrivs')}: setuid programs could gain "
+                            "privileges")
+        try:
+            os.setgroups([])
+        except PermissionError:
+            pass
+        else:
+            raise NotProven("P5", "setgroups() succeeded: the probe holds CAP_SETGID")
+
+    def install_filter(self) -> None:
+        """Install the syscall filter once (gate mode); p5_filter proves it by trying."""
+        if self.filter_installed or os.uname().machine not in AUDIT_ARCH:
+            return
+        try:
+            install_seccomp(seccomp_program(os.uname().machine))
+        except (OSError, ImportError) as err:
+            self.filter_error = str(err)
+        else:
+            self.filter_installed = True
+
+    # P5 (syscall part): no setuid/setgid mode can be set, io_uring and keyctl are refused
+    def p5_filter(self) -> None:
+        arch = os.uname().machine
+        if arch not in AUDIT_ARCH:
+            if maps_to_outside_root(read_text("/proc/self/uid_map")):
+                raise NotProven("P5", f"no syscall filter for {arch}: as root, the run could leave a "
+                                "setuid-root program behind; run no-docker as an ordinary user")
+            return
+        if self.gate and not self.filter_installed:
+            self.install_filter()
+            if not self.filter_installed:
+                raise NotProven("P5", f"cannot install the syscall filter: {self.filter_error}")
+        leak: str | None = None
+        places = ("/tmp", os.environ.get("HOME", "/tmp"), one(self.plan, "work", "/tmp"))
+        for directory in dict.fromkeys(places):
+            try:
+                leak = try_setid_modes(directory)
+                break
+            except OSError as err:
+                error = err
+        else:
+            # `check` in someone else's sandbox may have no writable /tmp to try in: then the
+            # kernel's own view of this process (seccomp mode 2 = a filter) is what is left.
+            if self.gate or self.status().get("Seccomp") != "2":
+                raise NotProven("P5", f"no syscall filter shown to refuse setuid modes ({error})") from error
+            return
+        if leak:
+            raise NotProven("P5", f"{leak} succeeded: the run could leave a setuid program behind")
+        # The sandbox's init has no filter: its memory must not be writable (code injected there
+        # would run unfiltered). Opened only, never written.
+        for path in ("/proc/1/mem", "/proc/1/task/1/mem"):
+            if os.getpid() != 1 and try_open_rw(path) is None:
+                raise NotProven("P5", f"{path} is writable: the sandbox's init, which has no syscall filter, "
+                                "could be made to run the run's code")
+
+    def start_sudo(self) -> None:
+        # `sudo -n true` must fail; started early so it runs while the other checks do. Only
+        # from an absolute PATH dir outside every writable place: a relative entry ("bin") is
+        # the work dir, where the previous run could have left a `sudo` of its own (measured:
+        # it ran, before the syscall filter existed; red-team review).
+        writable = [w for w in self.plan.get("writable", []) if w.startswith("/")]
+        for directory in os.environ.get("PATH", "/usr/bin:/bin").split(":"):
+            if not directory.startswith("/") or any(
+                    directory == w or directory.startswith(w.rstrip("/") + "/") for w in writable):
+                continue
+            candidate = os.path.join(directory, "sudo")
+            if os.access(candidate, os.X_OK):
+                try:
+                    self.sudo_pid = os.posix_spawn(
+                        candidate, [candidate, "-n", "true"], dict(os.environ),
+                        file_actions=[(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                                      (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
+                                      (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)])
+                except OSError:
+                    self.sudo_pid = None
+                return
+
+    def finish_sudo(self) -> None:
+        if self.sudo_pid is None:
+            return
+        _, status = os.waitpid(self.sudo_pid, 0)
+        self.sudo_pid = None
+        if os.waitstatus_to_exitcode(status) == 0:
+            raise NotProven("P5", "`sudo -n true` succeeded inside the run")
+
+    # P6: environment allowlist
+    def p6(self) -> None:
+        for name in os.environ:
+            if name in DENIED_NAMES or (name.startswith(DENIED_PREFIXES) and name != "DOCKER_CONFIG"):
+                raise NotProven("P6", f"${name} is set inside the run")
+        if not self.gate:
+            return  # a run's commands may change HOME or DOCKER_CONFIG for their own children
+        config = os.environ.get("DOCKER_CONFIG", "")
+        if config != one(self.plan, "docker_config") or not config:
+            raise NotProven("P6", f"DOCKER_CONFIG is {config!r}, not the run's empty directory")
+        try:
+            entries = os.listdir(config)
+        except OSError as err:
+            raise NotProven("P6", f"DOCKER_CONFIG {config}: {err}") from err
+        if entries:
+            raise NotProven("P6", f"DOCKER_CONFIG {config} is not empty: {sorted(entries)[:3]}")
+        if os.environ.get("HOME") != one(self.plan, "home"):
+            raise NotProven("P6", f"HOME is {os.environ.get('HOME')!r}, not the run's empty home")
+
+    # P7: no fd but 0, 1, 2; none of them connected to a named listener
+    def p7(self, allowed: tuple[int, ...] = ()) -> None:
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd in (0, 1, 2) or fd in allowed:
+                continue
+            try:
+                os.fstat(fd)
+            except OSError:
+                continue  # the descriptor listdir itself used, closed by now
+            if self.gate:
+                target = ""
+                try:
+                    target = os.readlink(f"/proc/self/fd/{fd}")
+                except OSError:
+                    pass
+                raise NotProven("P7", f"fd {fd} ({target}) crossed into the run")
+        for fd in (0, 1, 2):
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                continue
+            if not stat.S_ISSOCK(st.st_mode):
+                continue
+            sock = _socket.socket(fileno=os.dup(fd))
+            try:
+                peer = sock.getpeername()
+            except OSError:
+                peer = None
+            finally:
+                sock.close()
+            named = peer.strip("\0") if isinstance(peer, str) else peer.strip(b"\0") if isinstance(
+                peer, bytes) else peer
+            if named:
+                raise NotProven("P7", f"fd {fd} is a socket connected to {peer!r} outside the run")
+
+    # P8: new session, no controlling terminal, no other terminal visible, TIOCSTI refused
+    def p8(self) -> None:
+        sid = os.getsid(0)
+        if sid <= 0 or not os.path.exists(f"/proc/{sid}"):
+            raise NotProven("P8", f"session {sid} is not a process of the run (no --new-session)")
+        try:
+            fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+        except OSError:
+            pass
+        else:
+            os.close(fd)
+            raise NotProven("P8", "/dev/tty opens: the run still has a controlling terminal")
+        if self.gate:
+            try:
+                terminals = [n for n in os.listdir("/dev/pts") if n != "ptmx"]
+            except OSError:
+                terminals = []
+            if terminals:
+                raise NotProven("P8", f"/dev/pts shows terminals {terminals[:3]} of other sessions")
+        ttys = [fd for fd in (0, 1, 2) if os.isatty(fd)]
+        if not ttys:
+            return
+        import fcntl  # only now: most runs (CI, pipes) have no terminal at all
+        import termios
+        for fd in ttys:
+            try:
+                fcntl.ioctl(fd, termios.TIOCSTI, b"\x00")
+            except OSError:
+                continue
+            raise NotProven("P8", f"TIOCSTI on fd {fd} succeeded: input can be pushed into the terminal")
+
+    # P9: own IPC and UTS namespaces, cgroup filesystem not writable
+    def p9(self) -> None:
+        for name in ("ipc", "uts"):
+            self._differs("P9", name)
+        for point, rw, fstype, _ in self.mounts():
+            if fstype in ("cgroup", "cgroup2") and rw:
+                raise NotProven("P9", f"cgroup filesystem writable at {point}")
+        for path in ("/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/unified/cgroup.procs"):
+            if os.path.exists(path) and try_write(path) is None:
+                raise NotProven("P9", f"{path} is writable")
+
+    # P11: nothing a shell reads at start-up comes from outside
+    def p11(self) -> None:
+        if self.gate and os.getppid() != 1:
+            raise NotProven("P11", f"the probe's parent is pid {os.getppid()}, not the sandbox's init")
+        home = os.environ.get("HOME", "")
+        for name in STARTUP_FILES:
+            if os.path.lexists(os.path.join(home, name)) and self.gate:
+                raise NotProven("P11", f"{home}/{name} exists in the run's home")
+
+    # P4 (mount part): every writable mount is one the run may write
+    def p4_mounts(self) -> None:
+        allowed = set(self.plan.get("writable", []))
+        home = one(self.plan, "outside_home").rstrip("/")
+        for point, rw, fstype, _ in self.mounts():
+            if rw and fstype != "tmpfs" and (point.startswith(SYSTEM_MOUNT_PREFIXES) or point in (
+                    "/etc", "/usr", "/opt", "/srv", "/var", "/boot", "/nix", "/")):
+                # Whatever the plan says (a planted `.git` file once named /etc/cron.d).
+                raise NotProven("P4", f"{point} ({fstype}) is mounted writable inside a system directory")
+            if rw and home.startswith("/") and point.startswith(home + "/") and point[len(home) + 1:].split(
+                    "/", 1)[0] in HOME_RUNS_LATER:
+                raise NotProven("P4", f"{point} is mounted writable: it holds what runs later, outside")
+            if not rw or point in allowed:
+                continue
+            if fstype in ("proc", "devpts", "mqueue") or point == "/dev":
+                continue
+            if point.startswith("/dev/") and fstype in ("devtmpfs", "tmpfs"):
+                continue  # device nodes bwrap binds (/dev/null...) and /dev/shm
+            raise NotProven("P4", f"{point} ({fstype}) is mounted writable")
+
+    # P2: loopback only; nothing outside reachable through the network stack
+    def p2(self) -> None:
+        self._differs("P2", "net")
+        try:
+            lines = read_text("/proc/net/dev").split("\n")[2:]
+        except OSError as err:
+            raise NotProven("P2", f"cannot read /proc/net/dev: {err}") from err
+        interfaces = sorted(line.split(":", 1)[0].strip() for line in lines if ":" in line)
+        if interfaces != ["lo"]:
+            raise NotProven("P2", f"network interfaces {interfaces}, expected only lo")
+        for family, address in ((_socket.AF_INET, ("192.0.2.1", 9)), (_socket.AF_INET6, ("2001:db8::1", 9))):
+            try:
+                code = try_dgram_route(family, address)
+            except OSError:
+                continue  # family not supported at all: no route either
+            if code is None:
+                raise NotProven("P2", f"a route to {address[0]} exists")
+        ports = {int(p) for p in self.plan.get("tcp", [])} | set(ENGINE_PORTS)
+        for port in sorted(ports):
+            for family, host in ((_socket.AF_INET, "127.0.0.1"), (_socket.AF_INET6, "::1")):
+                try:
+                    code = try_connect(family, (host, port))
+                except OSError:
+                    continue
+                if code not in UNREACHED:
+                    raise NotProven("P2", f"connect to {host} port {port}: {errname(code)}")
+        for name in self.plan.get("abstract", []):
+            code = try_connect(_socket.AF_UNIX, b"\0" + name.encode("utf-8", "surrogateescape"))
+            if code not in UNREACHED:
+                raise NotProven("P2", f"abstract socket @{name}: {errname(code)}")
+
+    # P3: no pathname socket of any engine reachable
+    def p3(self) -> None:
+        for path in self.plan.get("hidden", []):
+            if not self.hidden_by_tmpfs(path):
+                raise NotProven("P3", f"{path} is not hidden by a tmpfs")
+        home, xdg = one(self.plan, "outside_home"), one(self.plan, "outside_xdg")
+        candidates = list(self.plan.get("unix", []))
+        candidates += [p for p in (expand(e, home, xdg) for e in ENGINE_PATHS) if p]
+        for path in dict.fromkeys(candidates):
+            code = try_connect(_socket.AF_UNIX, path)
+            if code not in UNREACHED:
+                raise NotProven("P3", f"connect to {path}: {errname(code)}; hide it (e.g. --ro-bind "
+                                "/dev/null over it) or stop that listener")
+
+    def hidden_by_tmpfs(self, path: str) -> bool:
+        """PATH shows a tmpfs mounted exactly there: a tmpfs mount point in mountinfo whose
+        device is the one stat() finds at PATH now (a later mount above it would shadow it
+        while mountinfo still lists it)."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+        return any(point == path and fstype == "tmpfs" and device == dev
+                   for point, _, fstype, device in self.mounts())
+
+    # P4 (write part): try to write where nothing may be written
+    def p4_writes(self) -> None:
+        # The git layout of every writable root (the work dir, a --rw checkout), found here.
+        roots = dict.fromkeys((one(self.plan, "work"), *self.plan.get("writable", [])))
+        tries = [*SYSTEM_WRITE_TRIES, *KERNEL_WRITE_TRIES, *(t for r in roots for t in git_write_tries(r)),
+                 *self.plan.get("readonly", [])]
+        outside_home = one(self.plan, "outside_home")
+        if outside_home.startswith("/") and outside_home != one(self.plan, "home"):
+            tries.append(outside_home)
+        for path in dict.fromkeys(tries):
+            if not os.path.lexists(path):
+                continue
+            code = try_write(path)
+            if code is None:
+                raise NotProven("P4", f"{path} is writable inside the run")
+            if code not in WRITE_REFUSED and code != errno.ENOENT:
+                raise NotProven("P4", f"writing {path} failed oddly: {errname(code)}")
+
+    # P10: nothing outside can be signalled or traced
+    def p10(self) -> None:
+        outside_pid = one(self.plan, "supervisor_pid")
+        if outside_pid.isdigit():
+            pid = int(outside_pid)
+            try:
+                os.kill(pid, 0)
+            except (ProcessLookupError, PermissionError):
+                pass
+            else:
+                if not os.path.exists(f"/proc/{pid}"):
+                    raise NotProven("P10", f"pid {pid} outside the run answers signals")
+
+    def steps(self) -> tuple[tuple[str, object], ...]:
+        """The checks in the order they run: views first, connect() next, writes last."""
+        return (("P1", self.p1), ("P5", self.p5), ("P6", self.p6),
+                ("P7", lambda: self.p7((self.report_fd,) if self.report_fd is not None else ())),
+                ("P8", self.p8), ("P9", self.p9), ("P11", self.p11), ("P4", self.p4_mounts),
+                ("P2", self.p2), ("P3", self.p3), ("P5", self.p5_filter), ("P4", self.p4_writes),
+                ("P10", self.p10))
+
+    def table(self) -> list[tuple[str, str, str]]:
+        """(property, "proven"|"failed"|"not tried", detail) for `no-docker check`.
+
+        After the first failure nothing more is tried: a probe that is not inside a sandbox
+        must not go on to connect() to the host's sockets.
+        """
+        rows: dict[str, tuple[str, str]] = {}
+        failed: NotProven | None = None
+        for prop, check in self.steps():
+            if failed is not None:
+                rows.setdefault(prop, ("not tried", f"after {failed.prop} failed"))
+                continue
+            try:
+                check()  # type: ignore[operator]
+            except NotProven as err:
+                failed = err
+                rows[prop] = ("failed", err.detail)
+            except OSError as err:
+                failed = NotProven(prop, f"unexpected error: {err}")
+                rows[prop] = ("failed", failed.detail)
+            else:
+                rows.setdefault(prop, ("proven", ""))
+        return [(p, *rows[p]) for p in PROPERTIES if p in rows]
+
+    def run_all(self) -> list[tuple[str, str]]:
+        """Every property, in order; the first failure raises NotProven."""
+        order = self.steps()
+        done = []
+        try:
+            for prop, check in order:
+                check()  # type: ignore[operator]
+                if prop == "P1" and self.gate:
+                    # The syscall filter first, so that every process the probe starts (sudo
+                    # below) has it too; p5_filter proves it later.
+                    self.install_filter()
+                    # In parallel with the rest: sudo takes longer than every other check. Only
+                    # once the pid namespace is proven ours; `sudo -n true` runs nothing but true.
+                    self.start_sudo()
+                done.append(prop)
+            self.finish_sudo()
+        finally:
+            if self.sudo_pid is not None:
+                try:
+                    os.kill(self.sudo_pid, 9)
+                    os.waitpid(self.sudo_pid, 0)
+                except OSError:
+                    pass
+        self.proven = sorted(set(done), key=PROPERTIES.index)
+        return [(p, "proven") for p in self.proven]
+
+
+def _fail(message: str, report_fd: int | None) -> int:
+    if report_fd is not None:
+        try:
+            os.write(report_fd, ("fail " + message.replace("\n", " ") + "\n").encode("utf-8", "replace"))
+        except OSError:
+            pass
+    os.write(2, ("no-docker: " + message + "\n").encode("utf-8", "replace"))
+    return EXIT_NOT_PROVEN
+
+
+def gate(argv: list[str]) -> int:
+    """``probe.py --plan-fd N --report-fd M -- CMD...``: prove, then exec CMD."""
+    started = time.monotonic()
+    plan_fd = report_fd = None
+    try:
+        split = argv.index("--")
+        options, command = argv[:split], argv[split + 1:]
+        for i in range(0, len(options), 2):
+            if options[i] == "--plan-fd":
+                plan_fd = int(options[i + 1])
+            elif options[i] == "--report-fd":
+                report_fd = int(options[i + 1])
+            else:
+                raise ValueError(options[i])
+    except (ValueError, IndexError):
+        return _fail(f"probe: bad arguments {argv[:6]!r}", report_fd)
+    if not command or plan_fd is None:
+        return _fail("probe: no plan or no command", report_fd)
+    try:
+        size = os.fstat(plan_fd).st_size
+        plan = decode_plan(os.pread(plan_fd, size, 0))
+        os.close(plan_fd)
+    except (OSError, ValueError) as err:
+        return _fail(f"probe: cannot read the plan: {err}", report_fd)
+    probe = Probe(plan, gate=True, report_fd=report_fd)
+    try:
+        probe.run_all()
+        if report_fd is not None:
+            elapsed_ms = (time.monotonic() - float(one(plan, "t0", "0") or 0)) * 1000
+            own_ms = (time.monotonic() - started) * 1000
+            os.write(report_fd, f"ok {elapsed_ms:.1f} {own_ms:.1f} {' '.join(probe.proven)}\n".encode())
+            os.close(report_fd)
+        probe.p7()  # after closing our own report fd: only 0, 1, 2 go on to CMD
+    except NotProven as err:
+        return _fail(str(err), report_fd)
+    except OSError as err:
+        return _fail(f"probe: unexpected error: {err}", report_fd)
+    if one(plan, "quiet") != "1":
+        elapsed_ms = (time.monotonic() - float(one(plan, "t0", "0") or 0)) * 1000
+        os.write(2, f"no-docker: isolation proven in {elapsed_ms:.0f} ms ({len(probe.proven)} properties)\n"
+                 .encode())
+    # Python started with SIGPIPE and SIGXFSZ ignored, and exec keeps ignored signals ignored:
+    # give CMD the defaults, as subprocess would (`yes | head` must end).
+    for signum in (_signal.SIGPIPE, _signal.SIGXFSZ):
+        _signal.signal(signum, _signal.SIG_DFL)
+    try:
+        os.execvp(command[0], command)
+    except FileNotFoundError:
+        os.write(2, f"no-docker: {command[0]}: command not found\n".encode("utf-8", "replace"))
+        return 127
+    except OSError as err:
+        os.write(2, f"no-docker: {command[0]}: cannot execute: {err.strerror}\n".encode("utf-8", "replace"))
+        return 126
+    return 126  # not reached: execvp does not return
+
+
+if __name__ == "__main__":
+    sys.exit(gate(sys.argv[1:]))

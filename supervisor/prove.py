@@ -1,0 +1,438 @@
+"""``no-docker prove [--json]``: the main job, the core of the T-series on this machine.
+
+Inside an outer guard (the canary on every real engine path, see ``outer_guard``), the pinned
+``reach-engine`` mutant runs twice: once without isolation (the positive control: every
+network route must reach the canary, or say why it is unavailable) and once under
+``no-docker run`` (no route may reach it, persistence files must stay unchanged). A table
+(route, reached without isolation, reached with isolation) goes to stdout, then one verdict
+line. Exit 0 only when the control reaches every available network route and the isolated run
+reaches none; 1 when either fails; 125 when a part could not run at all (incomplete): a
+skipped part never counts as proven.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from .errors import EXIT_NOT_PROVEN, NoDockerError, UsageError
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the source tree (editable install)
+DEVENV = PACKAGE_ROOT / "tests" / "fixtures" / "devenv"
+PAYLOAD_NAME = "mutants/payloads/reach-engine.sh"  # its name in mutants/pins.json
+MUTANT_MARKER = "# no-docker: mutant here"  # the line of the fixture target the payload follows
+EXIT_FAILED = 1
+# The fixture target, shipped inside the package for an installed no-docker without tests/:
+# a unit test keeps it byte for byte equal to tests/fixtures/devenv/devenv.sh.
+DEVENV_SCRIPT_NAME = "devenv.sh"
+DEVENV_SCRIPT = r'''#!/usr/bin/env bash
+# devenv: a developer's helper script, the fixture target that the T-series (T-03, T-05) and
+# `no-docker prove` mutate with `no-docker mutants apply`: the pinned payload goes in at the
+# marker line below, as a mutation tool's mutant would change one line of a real script.
+# The script itself reaches for no engine, so every canary record comes from the payload.
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+say() {
+  printf 'devenv: %s\n' "$*"
+}
+
+say "checking the development environment in $here"
+for tool in git python3; do
+  if command -v "$tool" > /dev/null 2>&1; then
+    say "$tool found"
+  else
+    say "$tool missing"
+  fi
+done
+# no-docker: mutant here
+say "done"
+'''
+RUN_TIMEOUT = 600.0
+
+# --------------------------------------------------------------------------- pure parts
+
+ROUTE_ID = re.compile(r"[a-z0-9-]+")
+_SOCKET_IN_TEXT = re.compile(r"(/[\w./-]+\.sock)\b")
+_TCP_IN_TEXT = re.compile(r"\b(\d{1,3}(?:\.\d{1,3}){3}:\d+)\b")
+
+
+def addresses_in(description: str) -> list[str]:
+    """Canary listener addresses a route description names (``/var/run`` is ``/run`` inside)."""
+    out = []
+    for path in _SOCKET_IN_TEXT.findall(description):
+        out.append("/run/" + path[len("/var/run/"):] if path.startswith("/var/run/") else path)
+    return out + _TCP_IN_TEXT.findall(description)
+
+
+SNI_SUFFIX = ".no-docker-route.invalid"
+
+
+def record_route(record: Mapping, route_of: Callable[[Mapping], str | None],
+                 sni_of: Callable[[bytes], str | None] | None = None) -> str | None:
+    """The route id a record carries: the canary's ``route_of``, else a TLS hello's SNI.
+
+    The payload's TLS routes put ``ID.no-docker-route.invalid`` in the SNI (the only place a
+    ClientHello can carry it); the canary keeps the first bytes of such a raw record.
+    """
+    rid = route_of(record)
+    if rid or sni_of is None or record.get("kind") != "raw" or record.get("raw_kind") != "tls":
+        return rid
+    try:
+        sni = sni_of(base64.b64decode(str(record.get("bytes", "")), validate=True))
+    except (ValueError, binascii.Error):
+        return None
+    if sni and sni.endswith(SNI_SUFFIX) and ROUTE_ID.fullmatch(sni[: -len(SNI_SUFFIX)]):
+        return sni[: -len(SNI_SUFFIX)]
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What the canary log says about one route."""
+
+    by_id: int  # records that carry the route id
+    by_listener: int  # records without any route id on a listener the route names
+
+
+def evidence(route_id: str, description: str, records: Sequence[Mapping],
+             route_of: object) -> Evidence:
+    """Count the canary records that show ``route_id`` arrived (by id, else by listener).
+
+    Some routes cannot carry their id (an HTTP/2 preface, a TLS ClientHello): for those a
+    record with no id on the listener the route names is the evidence.
+    """
+    by_id = 0
+    by_listener = 0
+    named = set(addresses_in(description))
+    for record in records:
+        rid = route_of(record)  # type: ignore[operator]
+        if rid == route_id:
+            by_id += 1
+        elif rid is None and record.get("kind") in ("raw", "request") and record.get("listener") in named:
+            by_listener += 1
+    return Evidence(by_id, by_listener)
+
+
+@dataclasses.dataclass
+class Row:
+    route: str
+    kind: str  # network | persistence
+    control: str  # what happened without isolation
+    isolated: str  # what happened with isolation
+    control_ok: bool | None  # None: unavailable here (does not count either way)
+    isolated_ok: bool | None  # None: not attempted or not really tried inside (incomplete)
+
+
+def network_row(route_id: str, control_log: Mapping[str, tuple[str, str]], control_ev: Evidence,
+                isolated_log: Mapping[str, tuple[str, str]], isolated_ev: Evidence) -> Row:
+    """One network route: the control must reach the canary, the isolated run must not."""
+    outcome, detail = control_log.get(route_id, ("not attempted", ""))
+    if control_ev.by_id:
+        control, control_ok = f"yes ({control_ev.by_id} records)", True
+    elif control_ev.by_listener:
+        # The canary's record is the evidence, whatever the client made of the answer (the
+        # docker CLI's TLS handshake with a plain-text canary fails after its hello arrived).
+        control, control_ok = f"yes ({control_ev.by_listener} records on its listener, no id)", True
+    elif outcome == "unavailable" and detail.strip():
+        control, control_ok = f"unavailable: {detail.strip()}", None
+    else:
+        control, control_ok = f"NO ({outcome}{': ' + detail if detail else ''})", False
+    i_outcome, i_detail = isolated_log.get(route_id, ("not attempted", ""))
+    reached = isolated_ev.by_id + isolated_ev.by_listener
+    isolated_ok: bool | None
+    if reached:
+        isolated, isolated_ok = f"YES ({reached} records)", False
+    elif i_outcome == "not attempted":
+        isolated, isolated_ok = "NOT ATTEMPTED", None
+    elif i_outcome == "unavailable" and outcome != "unavailable":
+        # The tool works outside but not inside: the run hid it, so the route was never tried.
+        isolated, isolated_ok = f"NOT TRIED (unavailable inside: {i_detail.strip()})", None
+    else:
+        isolated, isolated_ok = f"no ({i_outcome})", True
+    return Row(route_id, "network", _short(control), _short(isolated), control_ok, isolated_ok)
+
+
+def persistence_row(route_id: str, control_log: Mapping[str, tuple[str, str]],
+                    isolated_log: Mapping[str, tuple[str, str]], changed: Sequence[str]) -> Row:
+    """One persistence route: checked as files that must be unchanged after the isolated run."""
+    outcome, detail = control_log.get(route_id, ("not attempted", ""))
+    i_outcome, _ = isolated_log.get(route_id, ("not attempted", ""))
+    control_ok: bool | None = outcome in ("written", "blocked")
+    if outcome == "unavailable" and detail.strip():
+        control_ok = None
+    isolated_ok: bool | None
+    if i_outcome == "not attempted":
+        isolated, isolated_ok = "NOT ATTEMPTED", None
+    elif changed:
+        isolated, isolated_ok = f"FILES CHANGED ({len(changed)})", False
+    else:
+        isolated, isolated_ok = f"no (files unchanged; {i_outcome})", True
+    return Row(route_id, "persistence", _short(outcome + (f": {detail}" if detail else "")),
+               _short(isolated), control_ok, isolated_ok)
+
+
+def _short(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def diff_digests(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """Paths created, removed or changed between two ``tree_digest`` results."""
+    out = []
+    for path in sorted(set(before) | set(after)):
+        if path not in before:
+            out.append(f"created {path}")
+        elif path not in after:
+            out.append(f"removed {path}")
+        elif before[path] != after[path]:
+            out.append(f"changed {path}")
+    return out
+
+
+@dataclasses.dataclass
+class Verdict:
+    status: str  # PROVEN | FAILED | INCOMPLETE
+    line: str
+    exit_status: int
+
+
+def verdict(rows: Sequence[Row], incomplete: Sequence[str], extra_records: int = 0) -> Verdict:
+    """One line. FAILED: something reached the canary from the isolated run, or the control
+    missed an available route; INCOMPLETE: a part could not run or a route was not tried
+    inside; PROVEN only when neither."""
+    network = [r for r in rows if r.kind == "network"]
+    available = [r for r in network if r.control_ok is not None]
+    reached = [r for r in available if r.control_ok]
+    unavailable = len(network) - len(available)
+    leaked = [r.route for r in rows if r.isolated_ok is False]
+    untried = [r.route for r in rows if r.isolated_ok is None]
+    missed = [r.route for r in available if not r.control_ok]
+    summary = (f"control reached {len(reached)} of {len(available)} available network routes "
+               f"({unavailable} unavailable); the isolated run reached "
+               f"{len([r for r in network if r.isolated_ok is False])}, {extra_records} canary records")
+    if leaked or extra_records:
+        what = ", ".join(leaked) or f"{extra_records} canary records during the isolated run"
+        return Verdict("FAILED", f"no-docker prove: FAILED - the isolation did not hold: {what}; {summary}",
+                       EXIT_FAILED)
+    if incomplete:
+        # A part could not run (a tool missing): what the control missed then says nothing
+        # about the product, so the result is incomplete, not failed.
+        reasons = [*incomplete] + ([f"the control did not reach: {', '.join(missed)}"] if missed else [])
+        reasons += [f"not tried inside the run: {', '.join(untried)}"] if untried else []
+        return Verdict("INCOMPLETE", f"no-docker prove: INCOMPLETE - {'; '.join(reasons)}; {summary}",
+                       EXIT_NOT_PROVEN)
+    if missed or not network:
+        what = ", ".join(missed) or "no network routes declared"
+        return Verdict("FAILED", f"no-docker prove: FAILED - the control did not reach: {what}; {summary}",
+                       EXIT_FAILED)
+    if untried:
+        return Verdict("INCOMPLETE", f"no-docker prove: INCOMPLETE - not tried inside the run: "
+                       f"{', '.join(untried)}; {summary}", EXIT_NOT_PROVEN)
+    return Verdict("PROVEN", f"no-docker prove: PROVEN - {summary}", 0)
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    head = ("route", "kind", "reached without isolation", "reached with isolation")
+    widths = [max([len(head[i])] + [len(_cells(r)[i]) for r in rows]) for i in range(4)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(_cells(r), widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def _cells(row: Row) -> tuple[str, str, str, str]:
+    return (row.route, row.kind, row.control, row.isolated)
+
+
+# --------------------------------------------------------------------------- running it
+
+
+def tree_digest(*roots: Path) -> dict[str, str]:
+    """{path: sha256 | 'dir' | 'special' | 'absent'} for everything under roots."""
+    out = {}
+    for root in roots:
+        if not root.exists():
+            out[str(root)] = "absent"
+            continue
+        for dirpath, _, filenames in os.walk(root):
+            out[dirpath] = "dir"
+            for name in filenames:
+                path = Path(dirpath) / name
+                regular = path.is_file() and not path.is_symlink()
+                out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest() if regular else "special"
+    return out
+
+
+def _payload() -> Path:
+    from no_docker import mutants
+
+    return Path(mutants.__file__).resolve().parent / "payloads" / Path(PAYLOAD_NAME).name
+
+
+def _no_docker(*args: str) -> list[str]:
+    return [sys.executable, "-m", "no_docker.supervisor.cli", *args]
+
+
+def _make_mutant(work: Path, payload: Path) -> Path:
+    """The fixture target in ``work`` (a fresh git repository), the payload applied at its marker."""
+    if DEVENV.is_dir():
+        shutil.copytree(DEVENV, work)
+    else:
+        work.mkdir(parents=True)
+        (work / DEVENV_SCRIPT_NAME).write_text(DEVENV_SCRIPT)
+    subprocess.run(["git", "init", "-q", str(work)], check=True, capture_output=True)
+    target = work / DEVENV_SCRIPT_NAME
+    out = work / "mutant.sh"
+    done = subprocess.run(_no_docker("mutants", "apply", str(payload), str(target), "--out", str(out),
+                                     "--at", MUTANT_MARKER),
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise NoDockerError(f"no-docker mutants apply failed: {done.stderr.strip()}")
+    return out
+
+
+def _argv(mutant: Path) -> list[str]:
+    return ["bash", str(mutant)] if mutant.suffix == ".sh" else ["python3", str(mutant)]
+
+
+def _route_log(work: Path) -> dict[str, tuple[str, str]]:
+    from no_docker.mutants.routes import parse_route_log
+
+    path = work / "no-docker-routes.log"
+    return dict(parse_route_log(path.read_text())) if path.exists() else {}
+
+
+@dataclasses.dataclass
+class Runs:
+    """What the two runs of the mutant left: route logs, canary records, changed files."""
+
+    control_log: dict[str, tuple[str, str]]
+    isolated_log: dict[str, tuple[str, str]]
+    control_records: list[dict]
+    isolated_records: list[dict]
+    changed: list[str]
+    isolated_exit: int
+    isolated_stderr: str
+
+
+def run_both(guard: object, base: Path, payload: Path, figures: dict) -> Runs:
+    """The control (no isolation) then the isolated run, in the outer guard."""
+    control_work, isolated_work = base / "control", base / "isolated"
+    control_mutant = _make_mutant(control_work, payload)
+    isolated_mutant = _make_mutant(isolated_work, payload)
+    started = time.monotonic()
+    guard.run(_argv(control_mutant), cwd=control_work, timeout=RUN_TIMEOUT)  # type: ignore[attr-defined]
+    figures["control_s"] = round(time.monotonic() - started, 3)
+    control_records = guard.records()  # type: ignore[attr-defined]
+    # Persistence: files that exist (appended to) and files that do not (created) both count.
+    home = Path(guard.home)  # type: ignore[attr-defined]
+    for name in (".bashrc", ".profile"):
+        (home / name).write_text(f"# {name} of the outer guard's developer\n")
+    roots = [home, isolated_work / ".git"]
+    before = tree_digest(*roots)
+    started = time.monotonic()
+    argv = _no_docker("run", "--work", str(isolated_work), "--", *_argv(isolated_mutant))
+    isolated = guard.run(argv, cwd=isolated_work, timeout=RUN_TIMEOUT)  # type: ignore[attr-defined]
+    figures["isolated_s"] = round(time.monotonic() - started, 3)
+    return Runs(
+        control_log=_route_log(control_work),
+        isolated_log=_route_log(isolated_work),
+        control_records=control_records,
+        isolated_records=guard.records()[len(control_records):],  # type: ignore[attr-defined]
+        changed=diff_digests(before, tree_digest(*roots)),
+        isolated_exit=isolated.returncode,
+        isolated_stderr=isolated.stderr.decode(errors="replace"),
+    )
+
+
+def table_rows(declared: Sequence, runs: Runs, route_of: Callable[[Mapping], str | None]) -> list[Row]:
+    rows = []
+    for route in declared:
+        if route.kind == "network":
+            rows.append(network_row(
+                route.id,
+                runs.control_log, evidence(route.id, route.description, runs.control_records, route_of),
+                runs.isolated_log, evidence(route.id, route.description, runs.isolated_records, route_of)))
+        else:
+            rows.append(persistence_row(route.id, runs.control_log, runs.isolated_log, runs.changed))
+    return rows
+
+
+def prove(say: Callable[[str], None] = lambda text: None) -> tuple[list[Row], Verdict, dict]:
+    """Run the whole proof; returns the rows, the verdict and the figures."""
+    figures: dict[str, object] = {}
+    blocking = [f"{tool} is missing (make setup installs it)"
+                for tool in ("unshare", "nsenter", "bwrap") if shutil.which(tool) is None]
+    # Without the docker CLI its routes are `unavailable`: the proof still runs, but is incomplete.
+    incomplete = [] if shutil.which("docker") else ["no docker CLI: its routes could not be tried"]
+    try:
+        from no_docker.canary.records import route_of as canary_route_of
+        from no_docker.canary.sniff import client_hello_sni
+        from no_docker.mutants import pins, routes
+
+        from .outer_guard import GuardError, OuterGuard
+    except ImportError as err:
+        blocking.append(f"a part of no-docker is missing: {err}")
+    if blocking:
+        return [], verdict([], blocking + incomplete), figures
+    payload = _payload()
+    try:
+        pins.verify_copy(payload, PAYLOAD_NAME)
+    except Exception as err:  # any mismatch or read error refuses the payload: never run it
+        return [], verdict([], [f"the payload does not match its pin: {err}"]), figures
+    declared = routes.declared_routes(payload)
+    with tempfile.TemporaryDirectory(prefix="no-docker-prove-") as tmp:
+        base = Path(tmp)
+        started = time.monotonic()
+        try:
+            with OuterGuard(base / "canary.jsonl", share=[base]) as guard:
+                figures["guard_setup_s"] = round(time.monotonic() - started, 3)
+                say(f"no-docker: outer guard up: the canary (pid {guard.canary_pid}) "
+                    f"alone answers on {len(guard.listeners)} listeners")
+                runs = run_both(guard, base, payload, figures)
+        except GuardError as err:
+            return [], verdict([], [f"the outer guard could not be set up: {err}"]), figures
+        except NoDockerError as err:  # the mutant could not be made: nothing was proven
+            return [], verdict([], [str(err)]), figures
+    say(f"no-docker: control: {len(runs.control_records)} canary records; "
+        f"isolated run: exit {runs.isolated_exit}, {len(runs.isolated_records)} canary records")
+    if runs.isolated_exit == EXIT_NOT_PROVEN:
+        last = runs.isolated_stderr.strip().splitlines()
+        incomplete.append("no-docker run refused to start (125): " + (last[-1] if last else ""))
+    rows = table_rows(declared, runs, lambda record: record_route(record, canary_route_of, client_hello_sni))
+    figures.update(routes=len(declared), control_records=len(runs.control_records),
+                   isolated_records=len(runs.isolated_records), files_changed=runs.changed)
+    return rows, verdict(rows, incomplete, extra_records=len(runs.isolated_records)), figures
+
+
+USAGE = "usage: no-docker prove [--json]"
+
+
+def main(argv: list[str]) -> int:
+    if any(arg in ("-h", "--help") for arg in argv):
+        print(f"{USAGE}\n\n{__doc__.strip()}")
+        return 0
+    unknown = [arg for arg in argv if arg != "--json"]
+    if unknown:
+        raise UsageError(f"prove: unknown argument {unknown[0]!r}; {USAGE}")
+    rows, result, figures = prove(lambda text: print(text, file=sys.stderr))
+    if "--json" in argv:
+        print(json.dumps({"rows": [dataclasses.asdict(r) for r in rows], "status": result.status,
+                          "verdict": result.line, "figures": figures}, indent=1))
+    else:
+        if rows:
+            print(render_table(rows))
+        print(result.line)
+    return result.exit_status

@@ -1,0 +1,607 @@
+"""``no-docker run``: start CMD in a bubblewrap sandbox, behind the probe, and end the run.
+
+Shape:
+
+* ``main`` installs the ending signals' handlers first, parses, then ``_run`` enters a
+  ``RunLifecycle`` (stale-run check, run marker, cgroup, ``--max-pids``), lists the outside,
+  builds the policy, and hands over to ``Run``.
+* ``Run.start`` is the one place the sandbox is started (inside the run's cgroup); it learns
+  the outside pid of the namespace's init from ``--json-status-fd`` and gives it to the
+  lifecycle, which holds a pidfd on it and records the namespace in the run marker.
+* ``Run.end`` is the one place a run is ended: ``RunLifecycle.end`` SIGKILLs the init through
+  its pidfd, writes ``cgroup.kill`` and proves every process gone (docs/supervision.md); bwrap
+  is reaped.
+* SIGINT/TERM/HUP/QUIT at any moment end the run too, and the exit status is 128+N; a second
+  signal does not abort the ending (the handlers only record). An ending that cannot be shown
+  within ``--end-timeout`` exits 125 and prints the ``no-docker end RUN_ID`` that finishes it.
+
+Status lines go to stderr only; stdout belongs to CMD. This module imports only what the run
+path needs (see tests/unit/test_isolation_run.py, which checks ``-X importtime``).
+"""
+
+from __future__ import annotations
+
+# _signal, not signal: the wrapper module imports enum, a measurable part of `run -- true`.
+import _signal as signal
+import os
+import select
+import sys
+import time
+
+from .ending import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
+from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NotProven, UsageError
+from .lifecycle import RunLifecycle
+from .listing import ListingError, collect
+from .plan import (
+    Request,
+    build_policy,
+    encode_plan,
+    later_code_changes,
+    later_code_sources,
+    namespace_ids,
+    probe_source_path,
+)
+from .policy import DOCKER_CONFIG_DIR, Policy, bwrap_argv
+from .procfs import ProcfsError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
+    from collections.abc import Callable
+
+    from .ending import EndReport
+
+USAGE = ("usage: no-docker run [--work DIR] [--ro PATH]... [--rw PATH]... [--keep-env NAME]... "
+         "[--report FILE] [--max-pids N] [--end-timeout SECONDS] [--quiet] -- CMD [ARG...]")
+ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# Where bwrap is looked for first: a directory on $PATH may be writable by an earlier run (a
+# venv's bin, ~/bin), and the bubblewrap of the next run must never come from there.
+BWRAP_FALLBACK_DIRS = ("/usr/bin", "/bin")
+_VALUE_OPTIONS = {"--work": "work", "--ro": "ro", "--rw": "rw", "--keep-env": "keep_env",
+                  "--report": "report", "--max-pids": "max_pids", "--end-timeout": "end_timeout"}
+MAX_PIDS_MIN = 8  # bwrap, its init, the probe and CMD need a few pids before CMD forks anything
+
+
+def parse_args(argv: list[str]) -> Request:
+    """Parse ``run``'s options; UsageError names the offending flag."""
+    values: dict[str, list[str]] = {"ro": [], "rw": [], "keep_env": []}
+    single: dict[str, str] = {}
+    quiet = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            command = argv[i + 1:]
+            break
+        if arg == "--quiet":
+            quiet = True
+            i += 1
+            continue
+        name, eq, inline = arg.partition("=")
+        if name in _VALUE_OPTIONS:
+            if eq:
+                value = inline
+                i += 1
+            elif i + 1 < len(argv):
+                value = argv[i + 1]
+                i += 2
+            else:
+                raise UsageError(f"{name} needs a value; {USAGE}")
+            if not value:
+                raise UsageError(f"{name}: empty value")
+            key = _VALUE_OPTIONS[name]
+            if key in values:
+                values[key].append(value)
+            elif key in single:
+                raise UsageError(f"{name} given twice")
+            else:
+                single[key] = value
+            continue
+        if arg.startswith("-"):
+            raise UsageError(f"unknown option {arg!r}; {USAGE}")
+        # A command without "--" is accepted: everything from here on is CMD.
+        command = argv[i:]
+        break
+    else:
+        command = []
+    if not command:
+        raise UsageError(f"no command given; {USAGE}")
+    for name in values["keep_env"]:
+        if not name.replace("_", "a").isalnum() or name[0].isdigit():
+            raise UsageError(f"--keep-env {name!r}: not a variable name")
+    return Request(command=tuple(command), work=single.get("work"), ro=tuple(values["ro"]),
+                   rw=tuple(values["rw"]), keep_env=tuple(values["keep_env"]),
+                   report=single.get("report"), quiet=quiet)
+
+
+def ending_options(argv: list[str]) -> tuple[int | None, float]:
+    """``--max-pids N`` and ``--end-timeout SECONDS`` (parse_args has accepted them already)."""
+    max_pids: int | None = None
+    timeout = DEFAULT_END_TIMEOUT
+    i = 0
+    while i < len(argv) and argv[i] != "--" and argv[i].startswith("-"):
+        name, eq, inline = argv[i].partition("=")
+        value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+        if name == "--max-pids":
+            if not value.isdigit() or int(value) < MAX_PIDS_MIN:
+                raise UsageError(f"--max-pids {value!r}: a whole number of at least {MAX_PIDS_MIN}")
+            max_pids = int(value)
+        elif name == "--end-timeout":
+            try:
+                timeout = float(value)
+            except ValueError:
+                timeout = -1.0
+            if not 0 < timeout <= 3600:
+                raise UsageError(f"--end-timeout {value!r}: seconds, more than 0 and at most 3600")
+        i += 1 if eq or name not in _VALUE_OPTIONS else 2
+    return max_pids, timeout
+
+
+def find_bwrap(environ: dict[str, str]) -> str:
+    """The bubblewrap binary: $NO_DOCKER_BWRAP (never trusted: the probe proves what it did)."""
+    configured = environ.get("NO_DOCKER_BWRAP")
+    if configured:
+        if not os.access(configured, os.X_OK):
+            raise NotProven("isolation", f"NO_DOCKER_BWRAP={configured} is not executable",
+                            "point it at bubblewrap or unset it")
+        return configured
+    for directory in [*BWRAP_FALLBACK_DIRS, *environ.get("PATH", os.defpath).split(":")]:
+        candidate = os.path.join(directory, "bwrap")
+        if directory.startswith("/") and os.access(candidate, os.X_OK):
+            return candidate
+    raise NotProven("isolation", "bubblewrap (bwrap) is not installed",
+                    "install it: apt-get install bubblewrap")
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def userns_blocker(read: Callable[[str], str] = _read_text) -> str | None:
+    """Why an unprivileged user cannot create user namespaces here, or None if nothing says so."""
+    checks = (("/proc/sys/kernel/unprivileged_userns_clone", "0",
+               "sysctl kernel.unprivileged_userns_clone=1"),
+              ("/proc/sys/user/max_user_namespaces", "0", "sysctl user.max_user_namespaces=15000"),
+              ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1",
+               "sysctl kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for bwrap"))
+    for path, bad, remedy in checks:
+        try:
+            value = read(path).strip()
+        except OSError:
+            continue
+        if value == bad:
+            return f"{path} is {bad}: user namespaces are not available ({remedy})"
+    return None
+
+
+def plan_items(policy: Policy, request: Request, listing_json: dict, started: float) -> list[tuple[str, str]]:
+    """What the probe reads: what to try, and which outside namespaces to differ from."""
+    environ = os.environ
+    items = [("version", "1"), ("t0", repr(started)), ("quiet", "1" if request.quiet else "0"),
+             ("supervisor_pid", str(os.getpid())), ("work", policy.work), ("home", policy.home),
+             ("docker_config", DOCKER_CONFIG_DIR),
+             ("outside_home", environ.get("HOME", "")), ("outside_xdg", environ.get("XDG_RUNTIME_DIR", ""))]
+    items += [(f"ns.{name}", value) for name, value in namespace_ids().items()]
+    writable_roots = (policy.work, *policy.rw)
+    items += [("writable", p) for p in policy.writable()]
+    items += [("hidden", p) for p in policy.hidden if p not in writable_roots]
+    items += [("readonly", p) for p in (*policy.protected, *policy.toolchain_ro, *policy.ro)]
+    items += [("masked", p) for p in policy.masked]
+    items += [("unix", p) for p in listing_json["unix_paths"]]
+    items += [("abstract", n) for n in listing_json["abstract_names"]]
+    items += [("tcp", str(p)) for p in listing_json["tcp_ports"]]
+    return items
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, 0)  # MFD_CLOEXEC off: it must reach bwrap / the probe
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)  # bwrap reads --ro-bind-data from the current offset
+    return fd
+
+
+class Run:
+    """One sandbox: started once, ended once, whatever happens in between."""
+
+    def __init__(self, argv_for: object, quiet: bool, life: RunLifecycle) -> None:
+        self.argv_for = argv_for
+        self.quiet = quiet
+        self.life = life
+        self.pid: int | None = None  # bwrap's pid, until reaped
+        self.bwrap_pidfd: int | None = None
+        self.init_pid: int | None = None
+        self.init_pidfd: int | None = None
+        self.status: dict[str, int] = {}
+        self.report_line: str | None = None
+        self.fds: list[int] = []
+        self.report_r = self.status_r = -1
+        self._status_buf = self._report_buf = b""
+
+    # -- start ---------------------------------------------------------------------------
+    def start(self, plan: bytes) -> None:
+        data_fd = _memfd("no-docker-plan", plan)  # bwrap copies it to PLAN_PATH (for `check`)
+        plan_fd = os.dup(data_fd)  # the probe preads its own copy; bwrap closes data_fd
+        report_r, report_w = os.pipe()
+        status_r, status_w = os.pipe()
+        self.fds = [data_fd, plan_fd, report_r, report_w, status_r, status_w]
+        os.set_blocking(report_r, False)
+        os.set_blocking(status_r, False)
+        argv = self.argv_for(data_fd=data_fd, plan_fd=plan_fd, report_fd=report_w, status_fd=status_w)
+        self.report_r, self.status_r = report_r, status_r
+        try:
+            with self.life.cgroup_entered():  # bwrap, and all it forks, is born in the run's cgroup
+                self.pid = spawn(argv, pass_fds=(data_fd, plan_fd, report_w, status_w))
+        except OSError as err:
+            raise NotProven("isolation", f"cannot start {argv[0]}: {err.strerror}",
+                            "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP") from err
+        self.life.launched(self.pid)
+        for fd in (data_fd, plan_fd, report_w, status_w):
+            os.close(fd)
+            self.fds.remove(fd)
+        self.bwrap_pidfd = os.pidfd_open(self.pid)
+
+    def _on_status(self) -> None:
+        self._status_buf += _drain(self.status_r)
+        *lines, self._status_buf = self._status_buf.split(b"\n")
+        for line in lines:
+            self._status_line(line)
+
+    def _status_line(self, line: bytes) -> None:
+        self.status.update(parse_status_line(line))
+        pid = self.status.get("child-pid")
+        if pid is not None and self.init_pidfd is None:
+            self._hold_init(pid, self.status.get("pid-namespace"))
+
+    def _hold_init(self, pid: int, pidns: object) -> None:
+        # The lifecycle opens the pidfd, checks that the init is bwrap's child (its pid cannot
+        # be reused before bwrap reaps it) and records its namespace (NS_GET_ID) in the marker;
+        # bwrap's own report of the namespace must agree.
+        if isinstance(pidns, int):
+            try:
+                if os.readlink(f"/proc/{pid}/ns/pid") != f"pid:[{pidns}]":
+                    return
+            except OSError:
+                pass  # already gone: set_init records that the kernel ended the namespace
+        try:
+            self.life.set_init(pid)
+        except ProcfsError:
+            return
+        self.init_pid, self.init_pidfd = pid, self.life.init_pidfd
+
+    def _await_init(self, timeout: float) -> None:
+        """bwrap writes the init's pid right after clone(2): wait (bounded) for it, or for
+        bwrap to exit, so the ending knows what to kill even right after the spawn."""
+        assert self.bwrap_pidfd is not None
+        deadline = time.monotonic() + timeout
+        while "child-pid" not in self.status and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.status_r, self.bwrap_pidfd], [], [],
+                                        max(0.0, deadline - time.monotonic()))
+            self._on_status()
+            if self.bwrap_pidfd in ready and self.status_r not in ready:
+                return
+
+    def _on_report(self) -> None:
+        self._report_buf += _drain(self.report_r)
+        if b"\n" in self._report_buf and self.report_line is None:
+            self.report_line = self._report_buf.split(b"\n", 1)[0].decode("utf-8", "replace")
+
+    # -- wait ----------------------------------------------------------------------------
+    def wait(self, wakeup_r: int, pending: list[int]) -> int | None:
+        """Until bwrap exits (its status) or an ending signal arrives (None)."""
+        assert self.pid is not None and self.bwrap_pidfd is not None
+        poller = select.poll()
+        for fd in (self.bwrap_pidfd, wakeup_r, self.report_r, self.status_r):
+            poller.register(fd, select.POLLIN)
+        while True:
+            if pending:
+                return None
+            events = dict(poller.poll())
+            if self.status_r in events:
+                self._on_status()
+                if events[self.status_r] & select.POLLHUP and not events[self.status_r] & select.POLLIN:
+                    poller.unregister(self.status_r)
+            if self.report_r in events:
+                self._on_report()
+                if events[self.report_r] & select.POLLHUP and not events[self.report_r] & select.POLLIN:
+                    poller.unregister(self.report_r)
+            if wakeup_r in events:
+                _drain(wakeup_r)
+            if self.bwrap_pidfd in events:
+                code = self._reap()
+                self._on_status()
+                self._on_report()
+                return code
+
+    def _reap(self) -> int:
+        assert self.pid is not None
+        code = self.life.reap(block=True)  # the lifecycle owns bwrap's exit status
+        assert code is not None
+        self.pid = None
+        return 128 - code if code < 0 else code
+
+    # -- end -----------------------------------------------------------------------------
+    def end(self) -> EndReport:
+        """End the run: kill everything of it and prove it gone (``RunLifecycle.end``), reap
+        bwrap. Every path out of ``_run`` comes through here, exactly once."""
+        if self.init_pidfd is None and self.status_r >= 0:
+            # A signal may end the run before the loop read bwrap's status: read it now (and
+            # wait briefly if bwrap has not written it yet), so the init is killed directly
+            # rather than only through --die-with-parent (bwrap #633).
+            self._on_status()
+            if self.pid is not None and self.bwrap_pidfd is not None and "child-pid" not in self.status:
+                self._await_init(1.0)
+        try:
+            report = self.life.end()
+        finally:
+            self.pid = None  # reaped by the lifecycle
+            self.init_pidfd = None  # closed by the lifecycle
+            if self.bwrap_pidfd is not None:
+                os.close(self.bwrap_pidfd)
+                self.bwrap_pidfd = None
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = []
+        return report
+
+
+def parse_status_line(line: bytes) -> dict[str, int]:
+    """The integer fields of one ``--json-status-fd`` document (bwrap writes flat objects:
+    ``{ "child-pid": 123, "pid-namespace": 4026532256, ... }``, one per line). Parsed by hand:
+    importing json costs more than the rest of this function's callers together."""
+    fields: dict[str, int] = {}
+    body = line.strip()
+    if not (body.startswith(b"{") and body.endswith(b"}")):
+        return fields
+    for part in body[1:-1].split(b","):
+        key, colon, value = part.partition(b":")
+        key, value = key.strip(), value.strip()
+        if colon and key.startswith(b'"') and key.endswith(b'"') and value.lstrip(b"-").isdigit():
+            fields[key[1:-1].decode("ascii", "replace")] = int(value)
+    return fields
+
+
+def spawn(argv: list[str], pass_fds: tuple[int, ...]) -> int:
+    """Start ARGV with fds 0-2 and PASS_FDS only (P7), default SIGPIPE/SIGXFSZ; its pid.
+
+    posix_spawn instead of subprocess (whose import alone costs several ms on this path).
+    Python opens every fd close-on-exec (PEP 446), so the fds to close are the inheritable
+    ones this process itself inherited (a make jobserver pipe, a caller's socket...).
+    """
+    for fd in pass_fds:
+        os.set_inheritable(fd, True)
+    actions = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd in (0, 1, 2) or fd in pass_fds:
+            continue
+        try:
+            if os.get_inheritable(fd):
+                actions.append((os.POSIX_SPAWN_CLOSE, fd))
+        except OSError:
+            continue  # the descriptor listdir used, closed by now
+    # Python ignores SIGPIPE and SIGXFSZ; CMD must get the defaults (as subprocess does).
+    return os.posix_spawn(argv[0], argv, os.environ, file_actions=actions,
+                          setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+
+
+def _drain(fd: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class ReportFile:
+    """Where ``--report`` goes, pinned before the run starts.
+
+    The report's directory may be the work dir, which the run writes: a run could plant a
+    symlink where the supervisor (perhaps root) is about to write, or swap a parent directory
+    (red-team finding: ``REPORT.tmp<pid>`` -> a victim file outside). So the directory is
+    opened once, before the sandbox exists, and the report is written relative to that fd
+    under a random name with ``O_EXCL|O_NOFOLLOW``, then renamed over the final name (rename
+    replaces a planted symlink itself, never its target).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.name = os.path.basename(path)
+        if not self.name or self.name in (".", ".."):
+            raise UsageError(f"--report {path}: not a file name")
+        directory = os.path.dirname(os.path.abspath(path))
+        try:
+            self.dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as err:
+            raise UsageError(f"--report {path}: cannot open its directory: {err.strerror}") from err
+
+    def write(self, doc: dict) -> None:
+        import json
+
+        tmp = f".{self.name}.{os.urandom(6).hex()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                     dir_fd=self.dir_fd)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=2, sort_keys=True)
+                f.write("\n")
+            os.replace(tmp, self.name, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=self.dir_fd)
+            except OSError:
+                pass
+            raise
+
+    def close(self) -> None:
+        os.close(self.dir_fd)
+
+
+class _Signals:
+    """The ending signals, caught from the first moment of ``main`` to its last.
+
+    The handlers only record the signal and wake the poll loop (``set_wakeup_fd``); nothing is
+    raised, so no signal can abort the ending half-way, and a second signal changes nothing:
+    the exit status stays 128 + the first one.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[int] = []
+        self.wakeup_r, self.wakeup_w = os.pipe()
+        os.set_blocking(self.wakeup_r, False)
+        os.set_blocking(self.wakeup_w, False)
+        self.previous = {sig: signal.signal(sig, self._record) for sig in ENDING_SIGNALS}
+        self.old_wakeup = signal.set_wakeup_fd(self.wakeup_w, warn_on_full_buffer=False)
+
+    def _record(self, signum: int, _frame: object) -> None:
+        self.pending.append(signum)
+
+    def restore(self) -> None:
+        signal.set_wakeup_fd(self.old_wakeup)
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        os.close(self.wakeup_r)
+        os.close(self.wakeup_w)
+
+
+def main(argv: list[str]) -> int:
+    started = time.monotonic()
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    signals = _Signals()  # first: from here on a signal ends the run, never half of it
+    report_file = None
+    try:
+        request = parse_args(argv)
+        max_pids, end_timeout = ending_options(argv)
+        report_file = ReportFile(request.report) if request.report else None
+        try:
+            return _run(request, started, signals, max_pids, end_timeout, report_file)
+        except NotProven as err:
+            # Refused before the sandbox existed: the report says so too, then the CLI prints it.
+            if report_file:
+                doc = {"command": list(request.command), "proven": False, "exit_status": EXIT_NOT_PROVEN,
+                       "properties": [], "failed": str(err), "signal": None,
+                       "timings_ms": {"total": round((time.monotonic() - started) * 1000, 2)}}
+                try:
+                    report_file.write(doc)
+                except OSError:
+                    pass
+            raise
+    finally:
+        if report_file:
+            report_file.close()
+        signals.restore()
+
+
+def _run(request: Request, started: float, signals: _Signals, max_pids: int | None,
+         end_timeout: float, report_file: ReportFile | None) -> int:
+    pending = signals.pending
+    environ = dict(os.environ)
+    bwrap = find_bwrap(environ)
+    if os.geteuid() != 0:
+        blocker = userns_blocker()
+        if blocker:
+            raise NotProven("isolation", blocker)
+    if pending:
+        return 128 + pending[0]
+    # The stale-run check, the run marker, the cgroup (+ --max-pids). Leaving the block by any
+    # path ends the run; an ending that cannot be shown is reported below, never dropped.
+    with RunLifecycle(list(request.command), max_pids=max_pids, end_timeout=end_timeout,
+                      subreaper=True) as life:
+        try:
+            listing = collect()
+        except ListingError as err:
+            raise NotProven("P3", f"outside socket listing refused: {err}",
+                            "it cannot be shown unreachable without knowing it") from err
+        listed = time.monotonic()
+        policy = build_policy(request, listing, environ, probe_source=probe_source_path())
+        # Files created during the run that make git or a shell run code later, outside (a new
+        # .git/commondir, a gitlink + sub/.git, .envrc...) cannot be blocked by mounts: they
+        # are fingerprinted now and compared once every process of the run is gone.
+        audited = [policy.work, *policy.rw]
+        later_before = {root: later_code_sources(root) for root in audited}
+        listing_json = listing.to_json()
+        plan = encode_plan(plan_items(policy, request, listing_json, started))
+
+        def argv_for(*, data_fd: int, plan_fd: int, report_fd: int, status_fd: int) -> list[str]:
+            return bwrap_argv(policy, list(request.command), bwrap=bwrap, data_fd=data_fd, plan_fd=plan_fd,
+                              report_fd=report_fd, status_fd=status_fd)
+
+        run = Run(argv_for, request.quiet, life)
+        code: int | None = None
+        try:
+            if not pending:  # a signal before the sandbox exists: nothing is started
+                run.start(plan)
+                code = run.wait(signals.wakeup_r, pending)
+        finally:
+            ending = run.end()
+    ended = time.monotonic()
+    report = run.report_line or ""
+    proven = report.startswith("ok ")
+    later_code = [f"{root}/{line}" for root in audited
+                  for line in later_code_changes(later_before[root], later_code_sources(root))]
+    if not ending.clean:
+        # The run's processes could not be shown gone: that outranks every other status.
+        print(f"no-docker: ending not proven: {ending.reason}; the run's marker is kept; "
+              f"finish it with: {life.end_command()}", file=sys.stderr)
+        status = EXIT_NOT_PROVEN
+    elif later_code:
+        print(f"no-docker: P4 not proven: the run left code that runs later, outside: {later_code[0]}"
+              f"{f' (+{len(later_code) - 1} more)' if len(later_code) > 1 else ''}; "
+              "inspect it before running git or a shell there", file=sys.stderr)
+        status = EXIT_NOT_PROVEN
+    elif pending:
+        status = 128 + pending[0]
+    elif proven:
+        status = code if code is not None else EXIT_NOT_PROVEN
+    else:
+        status = EXIT_NOT_PROVEN
+        if not report.startswith("fail "):
+            if "child-pid" not in run.status and not os.environ.get("NO_DOCKER_BWRAP"):
+                detail = ("bubblewrap could not create the sandbox (its message is above); if it cannot "
+                          "create namespaces, enable user namespaces (sysctl user.max_user_namespaces, "
+                          "kernel.unprivileged_userns_clone, kernel.apparmor_restrict_unprivileged_userns)")
+                blocker = userns_blocker() if os.geteuid() != 0 else None
+                if blocker:
+                    detail = blocker
+            else:
+                detail = (f"the probe never reported from inside (is {bwrap} a working bubblewrap?); "
+                          "the command was not started by the probe")
+            print(f"no-docker: isolation not proven: {detail}", file=sys.stderr)
+    if ending.clean and not request.quiet and "child-pid" in run.status:
+        print(f"no-docker: {ending.line()}", file=sys.stderr)
+    if report_file:
+        fields = report.split(" ")
+        doc = {
+            "command": list(request.command), "proven": proven, "exit_status": status,
+            "properties": fields[3:] if proven else [],
+            "failed": report[5:] if report.startswith("fail ") else None,
+            "signal": pending[0] if pending else None, "bwrap": bwrap, "work": policy.work,
+            "masked_sockets": list(policy.masked), "listing": listing_json,
+            "run_id": life.run_id, "ending": ending.to_json(), "later_code": later_code,
+            "timings_ms": {"listing": round((listed - started) * 1000, 2),
+                           "proven": float(fields[1]) if proven else None,
+                           "probe": float(fields[2]) if proven else None,
+                           "ending": round(ending.elapsed_ms, 2),
+                           "total": round((ended - started) * 1000, 2)},
+        }
+        try:
+            report_file.write(doc)
+        except OSError as err:
+            print(f"no-docker: cannot write --report {request.report}: {err}", file=sys.stderr)
+            if status == 0:
+                status = EXIT_NOT_PROVEN
+    return status
+
+
+if __name__ == "__main__":  # pragma: no cover
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except (UsageError, NotProven) as err:
+        print(f"no-docker: {err}", file=sys.stderr)
+        sys.exit(EXIT_USAGE if isinstance(err, UsageError) else EXIT_NOT_PROVEN)

@@ -1,0 +1,71 @@
+"""Hypothesis: whatever the kernel prints, the parsers give back what it meant, or refuse."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from no_docker.supervisor.listing import (
+    ListingError,
+    parse_proc_net_tcp,
+    parse_proc_net_unix,
+    summarize,
+)
+
+HEADER = b"Num       RefCount Protocol Flags    Type St Inode Path\n"
+# A bound name as unix_seq_show prints it: no newline (it would end the line), no NUL.
+names = st.one_of(
+    st.none(),
+    st.text(st.characters(blacklist_characters="\n\0", blacklist_categories=("Cs",)), min_size=1, max_size=40)
+    .map(lambda s: "/" + s),
+    st.text(st.characters(blacklist_characters="\n\0", blacklist_categories=("Cs",)), min_size=1, max_size=20)
+    .map(lambda s: "@" + s),
+)
+entries = st.tuples(st.booleans(), st.sampled_from([1, 2, 5]), st.integers(0, 10**9), names)
+
+
+def render(entry: tuple[bool, int, int, str | None]) -> bytes:
+    listening, sock_type, inode, name = entry
+    flags = 0x10000 if listening else 0
+    line = f"0000000000000000: 00000002 00000000 {flags:08X} {sock_type:04X} 01 {inode:5d}"
+    if name is not None:
+        line += " " + name
+    return line.encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(entries, max_size=30))
+def test_rendered_lines_parse_back(rows):
+    data = HEADER + b"".join(render(r) + b"\n" for r in rows)
+    parsed = parse_proc_net_unix(data)
+    expected = [(r[0], r[1], r[3]) for r in rows if r[3] is not None]
+    assert [(e.listening, e.sock_type, e.name) for e in parsed] == expected, data
+    listing = summarize(parsed, [])
+    for _, _, name in expected:
+        if name.startswith("/"):
+            assert name in listing.unix_paths
+        else:
+            assert name[1:] in listing.abstract_names
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_garbage_is_parsed_or_refused_never_a_crash(junk):
+    try:
+        parse_proc_net_unix(HEADER + junk)
+    except ListingError as err:
+        assert "/proc/net/unix" in str(err)
+    try:
+        parse_proc_net_tcp(b"  sl  local_address rem_address   st\n" + junk)
+    except ListingError as err:
+        assert "/proc/net/tcp" in str(err)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 65535), st.integers(1, 12), st.booleans()), max_size=30))
+def test_tcp_listening_ports(rows):
+    lines = [b"  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout"]
+    for i, (port, state, v6) in enumerate(rows):
+        host = "0" * 32 if v6 else "0100007F"
+        lines.append(f"{i:4d}: {host}:{port:04X} {host}:0000 {state:02X} 00000000:00000000 0 0".encode())
+    ports = parse_proc_net_tcp(b"\n".join(lines) + b"\n")
+    assert ports == sorted({port for port, state, _ in rows if state == 0x0A})

@@ -1,0 +1,62 @@
+"""``no-docker prove`` end to end on this machine: the route table, one verdict line, exit 0
+only when the control reaches every available network route and the isolated run none."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from conftest import declared_route_ids, no_docker_argv, skip_without_namespaces
+
+
+@pytest.fixture(scope="module")
+def proved():
+    skip_without_namespaces()
+    done = subprocess.run(no_docker_argv("prove", "--json"), capture_output=True, text=True, timeout=600)
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"prove --json printed no JSON (exit {done.returncode}): {done.stderr[-600:]}",
+                    pytrace=False)
+    return done, report
+
+
+def test_prove_has_one_row_per_declared_route(proved):
+    _, report = proved
+    declared = declared_route_ids("network") + declared_route_ids("persistence")
+    assert [row["route"] for row in report["rows"]] == declared
+
+
+def test_prove_proves_on_this_machine(proved):
+    done, report = proved
+    assert report["status"] == "PROVEN", report["verdict"]
+    assert done.returncode == 0
+    assert report["figures"]["isolated_records"] == 0
+
+
+def test_prove_table_ends_with_one_verdict_line():
+    skip_without_namespaces()
+    done = subprocess.run(no_docker_argv("prove"), capture_output=True, text=True, timeout=600)
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:2] == ["route", "kind"]
+    assert sum(line.startswith("no-docker prove: ") for line in lines) == 1
+    assert lines[-1].startswith("no-docker prove: ")
+    status = lines[-1].split()[2]
+    assert (done.returncode == 0) == (status == "PROVEN"), lines[-1]
+
+
+def test_prove_without_its_tools_is_incomplete_not_proven(tmp_path):
+    """A part that cannot run makes the verdict INCOMPLETE (125), never PROVEN."""
+    import os
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)  # nothing else: no unshare, no bwrap, no docker
+    env = dict(os.environ, PATH=str(bin_dir))
+    done = subprocess.run(no_docker_argv("prove"), capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 125, done.stdout + done.stderr
+    verdict = done.stdout.strip().splitlines()[-1]
+    assert verdict.startswith("no-docker prove: INCOMPLETE - ")
+    assert "unshare is missing" in verdict and "bwrap is missing" in verdict and "no docker CLI" in verdict

@@ -1,0 +1,229 @@
+"""Every T-case fails against a deliberately weakened build (DESIGN §8, issue 6 item 3).
+
+For each ``weakened/*.patch``: copy the repository, apply the patch to the copy, run the cases
+its ``# breaks:`` lines name against the copy's code, and assert that they FAIL. That the same
+cases pass unpatched is what the normal suite shows. The harness itself is tested first, on
+a tiny repository made here, with a patch that breaks its test and one that does not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+import weakened_harness as wh
+
+REPO = Path(__file__).resolve().parents[2]
+WEAKENED = Path(__file__).resolve().parent / "weakened"
+WORKROOT = REPO / ".pytest_cache" / "weakened"
+PATCHES = sorted(WEAKENED.glob("*.patch"))
+# Two cores, shared with the rest of the suite: two children at a time keep the harness within
+# its share of the 15-minute budget (docs/regression-cases.md).
+WORKERS = int(os.environ.get("NO_DOCKER_WEAKENED_WORKERS", "2"))
+
+
+# --------------------------------------------------------------------------- the harness itself
+
+
+def test_parse_header_reads_breaks_and_why_and_stops_at_the_diff():
+    text = textwrap.dedent("""\
+        # breaks: tests/regression/test_t03_a.py tests/regression/test_t05_b.py::test_c
+        # breaks: tests/regression/test_t04_d.py
+        # why: drop the tmpfs over /run
+        diff --git a/x b/x
+        # breaks: not/a/header.py
+    """)
+    breaks, why = wh.parse_header(text)
+    assert breaks == ["tests/regression/test_t03_a.py", "tests/regression/test_t05_b.py::test_c",
+                      "tests/regression/test_t04_d.py"]
+    assert why == "drop the tmpfs over /run"
+
+
+def test_judge_needs_a_failure_in_every_target_and_no_skip():
+    w = wh.Weakening(Path("x.patch"), ("t/test_a.py", "t/test_b.py::test_x"), "why")
+    base = {"__imported_from_copy__": "checked"}
+    ok = {**base, "t/test_a.py::test_1": "failed", "t/test_a.py::test_2": "passed",
+          "t/test_b.py::test_x[1]": "failed"}
+    assert wh.judge(w, ok, 1)[0]
+    still = {**ok, "t/test_b.py::test_x[1]": "passed"}
+    assert wh.judge(w, still, 0) == (False, "t/test_b.py::test_x: still passes against the weakened build")
+    skipped = {**ok, "t/test_a.py::test_2": "skipped"}
+    assert "skipped in the weakened build" in wh.judge(w, skipped, 1)[1]
+    assert "not collected" in wh.judge(w, base, 5)[1]
+    unchecked = {k: v for k, v in ok.items() if k != "__imported_from_copy__"}
+    assert "did not confirm it imported the copy" in wh.judge(w, unchecked, 1)[1]
+    assert not wh.judge(wh.Weakening(Path("y.patch"), (), ""), ok, 1)[0]
+
+
+def test_uncovered_cases_lists_t_files_no_patch_names():
+    ws = [wh.Weakening(Path("p"), ("tests/regression/test_t03_x.py::test_y",), "")]
+    files = ["tests/regression/test_t03_x.py", "tests/regression/test_t04_z.py"]
+    assert wh.uncovered_cases(files, ws) == ["tests/regression/test_t04_z.py"]
+
+
+@pytest.fixture
+def tiny_repo(tmp_path):
+    """A repository shaped like this one: a ``supervisor`` part and a T-case that tests it."""
+    repo = tmp_path / "tiny"
+    for part in wh.PARTS:
+        (repo / part).mkdir(parents=True)
+        (repo / part / "__init__.py").write_text("")
+    (repo / "supervisor" / "limits.py").write_text("def hidden():\n    return ['/run', '/tmp']\n")
+    (repo / "tests" / "regression").mkdir(parents=True)
+    (repo / "tests" / "regression" / "test_t99_tiny.py").write_text(textwrap.dedent("""\
+        from no_docker.supervisor import limits
+
+        def test_run_is_hidden():
+            assert "/run" in limits.hidden()
+
+        def test_tmp_is_hidden():
+            assert "/tmp" in limits.hidden()
+    """))
+    (repo / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    return repo
+
+
+def _patch(tmp_path: Path, repo: Path, name: str, breaks: str, old: str, new: str) -> Path:
+    """A weakening patch made the documented way: edit a scratch copy, ``diff -ru`` it."""
+    scratch = tmp_path / "scratch"
+    subprocess.run(["cp", "-r", str(repo), str(scratch)], check=True)
+    target = scratch / "supervisor" / "limits.py"
+    target.write_text(target.read_text().replace(old, new))
+    diff = subprocess.run(["diff", "-ru", "supervisor/limits.py", str(target)], cwd=repo,
+                          capture_output=True, text=True).stdout
+    diff = re.sub(r"^--- .*$", "--- a/supervisor/limits.py", diff, count=1, flags=re.M)
+    diff = re.sub(r"^\+\+\+ .*$", "+++ b/supervisor/limits.py", diff, count=1, flags=re.M)
+    subprocess.run(["rm", "-rf", str(scratch)], check=True)
+    path = tmp_path / name
+    path.write_text(f"# breaks: {breaks}\n# why: test of the harness\n{diff}")
+    return path
+
+
+def test_harness_shows_a_breaking_patch_and_runs_the_copy(tiny_repo, tmp_path):
+    named = "tests/regression/test_t99_tiny.py::test_run_is_hidden"
+    patch = _patch(tmp_path, tiny_repo, "t99-drop-run.patch", named, "'/run', ", "")
+    result = wh.run_one(tiny_repo, wh.load(patch), tmp_path / "work", timeout=120)
+    assert result.shown, result.detail
+    # Only the named case ran, and it failed: the copy's code (not the tree's) was imported.
+    assert {k: v for k, v in result.outcomes.items() if not k.endswith("#why")} == {
+        "__imported_from_copy__": "checked", named: "failed"}
+    assert "assert" in result.outcomes[named + "#why"]  # the failure's message is kept for the report
+    assert "'/run'" in (tiny_repo / "supervisor" / "limits.py").read_text(), "the original tree was patched"
+
+
+def test_harness_flags_a_patch_that_breaks_nothing(tiny_repo, tmp_path):
+    patch = _patch(tmp_path, tiny_repo, "t99-harmless.patch", "tests/regression/test_t99_tiny.py",
+                   "return [", "return  [")
+    result = wh.run_one(tiny_repo, wh.load(patch), tmp_path / "work", timeout=120)
+    assert not result.shown
+    assert "still passes" in result.detail
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the pid-namespace safety net needs root")
+def test_harness_leaves_no_process_of_a_weakened_build_behind(tiny_repo, tmp_path):
+    """A weakened ending leaks by design: the child's own pid namespace takes the leak with it."""
+    pidfile = tmp_path / "leaked.pid"
+    (tiny_repo / "tests" / "regression" / "test_t99_tiny.py").write_text(textwrap.dedent(f"""\
+        import os, subprocess
+        from no_docker.supervisor import limits
+
+        def test_run_is_hidden():
+            # a double-forked daemon in its own session, as a weakened ending would leave it
+            subprocess.run(["sh", "-c", "setsid sh -c 'sleep 3600 & echo $! > {pidfile}' &"], check=True)
+            while not os.path.exists("{pidfile}") or not open("{pidfile}").read().strip():
+                pass
+            assert "/run" in limits.hidden()
+    """))
+    named = "tests/regression/test_t99_tiny.py::test_run_is_hidden"
+    patch = _patch(tmp_path, tiny_repo, "t99-leak.patch", named, "'/run', ", "")
+
+    def leaked() -> list[int]:
+        # The daemon carries the copy's path in its environment (NO_DOCKER_WEAKENED_COPY).
+        found = subprocess.run(["pgrep", "-f", "^sleep 3600$"], capture_output=True, text=True).stdout.split()
+        out = []
+        for pid in found:
+            try:
+                if str(tmp_path).encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                    out.append(int(pid))
+            except OSError:
+                continue
+        return out
+
+    # Control: without the safety net the daemon survives (so the check below can fail).
+    uncontained = pytest.MonkeyPatch.context()
+    with uncontained as mp:
+        mp.setattr(wh, "contained", lambda argv: argv)
+        assert wh.run_one(tiny_repo, wh.load(patch), tmp_path / "work", timeout=120).shown
+    survivors = leaked()
+    for pid in survivors:  # ours: started by the control run just above
+        # pidfd first, then re-check that it is still our daemon: the pid cannot be reused under us.
+        fd = os.pidfd_open(pid)
+        try:
+            if pid in leaked():
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        finally:
+            os.close(fd)
+    assert survivors, "the control run left no daemon: this test would prove nothing"
+    result = wh.run_one(tiny_repo, wh.load(patch), tmp_path / "work", timeout=120)
+    assert result.shown, result.detail
+    assert leaked() == [], "a weakened build's daemon survived the harness"
+
+
+def test_harness_flags_a_patch_that_no_longer_applies(tiny_repo, tmp_path):
+    patch = _patch(tmp_path, tiny_repo, "t99-stale.patch", "tests/regression/test_t99_tiny.py",
+                   "'/run', ", "")
+    (tiny_repo / "supervisor" / "limits.py").write_text("def hidden():\n    return ['/tmp']\n")
+    result = wh.run_one(tiny_repo, wh.load(patch), tmp_path / "work", timeout=120)
+    assert not result.shown and "no longer applies" in result.detail
+
+
+# --------------------------------------------------------------------------- this repository's weakenings
+
+
+@pytest.fixture(scope="module")
+def weakened_results(request):
+    """The selected weakened builds (``-k`` narrows them), run side by side once, WORKERS at a time."""
+    selected = [item.callspec.params["patch"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_weakened_build_fails_its_cases"
+                and hasattr(item, "callspec") and item.callspec.params.get("patch") is not None]
+    return wh.run_all(REPO, [wh.load(p) for p in selected], WORKROOT, workers=WORKERS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("patch", PATCHES or [None], ids=[p.stem for p in PATCHES] or ["none"])
+def test_weakened_build_fails_its_cases(patch, weakened_results):
+    assert patch is not None, f"no weakening patches under {WEAKENED}"
+    result = weakened_results[patch]
+    assert result.shown, f"{patch.name} ({result.weakening.why}): {result.detail}"
+
+
+def test_every_t_case_has_a_weakening():
+    """Each T-case file is named by at least one patch: none is left unshown."""
+    cases = (REPO / "tests" / "regression").glob("test_t[0-9][0-9]_*.py")
+    files = sorted(f"tests/regression/{p.name}" for p in cases)
+    missing = wh.uncovered_cases(files, [wh.load(p) for p in PATCHES])
+    assert not missing, f"T-cases without a weakening under tests/regression/weakened/: {missing}"
+
+
+def test_every_patch_header_is_well_formed():
+    bad = []
+    for patch in PATCHES:
+        w = wh.load(patch)
+        if not w.breaks or not w.why:
+            bad.append(f"{patch.name}: needs '# breaks:' and '# why:' lines")
+        for target in w.breaks:
+            if not (REPO / target.split("::", 1)[0]).is_file():
+                bad.append(f"{patch.name}: {target} does not exist")
+    assert not bad, bad
+
+
+def test_every_patch_is_documented():
+    """docs/regression-cases.md names every weakening (the table: case, proof, weakening, result)."""
+    doc = (REPO / "docs" / "regression-cases.md").read_text()
+    missing = [p.name for p in PATCHES if p.name not in doc]
+    assert not missing, f"weakenings missing from docs/regression-cases.md: {missing}"

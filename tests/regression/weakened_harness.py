@@ -1,0 +1,331 @@
+"""Run T-cases against a deliberately weakened build (a patch under ``weakened/``).
+
+A weakening is ``weakened/<case>-<what>.patch``: header lines ``# breaks: PATH[::TEST] ...``
+and ``# why: ONE LINE``, then a unified diff (``a/``/``b/`` prefixes, repo-relative). For each
+one: the repository is copied (without .git, the venv, caches), ``git apply`` patches the
+copy, and pytest runs the named cases *in the copy*, with a ``no_docker`` package made of
+symlinks to the copy's ``supervisor/ canary/ mutants/ ci/`` first on ``PYTHONPATH``; a plugin
+in the child asserts that the imported ``no_docker.*`` packages are the copy's before any test
+runs, and writes each test's outcome to a JSON file. The weakening is *shown* when every
+named case has at least one failed test and none of them was skipped.
+
+Copies live under the repository's ``.pytest_cache/weakened/`` rather than /tmp: the outer
+guard and ``no-docker run`` hide /tmp, and code under test must stay where it is visible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+PARTS = ("supervisor", "canary", "mutants", "ci")
+IGNORE = shutil.ignore_patterns(".git", ".venv", ".pytest_cache", ".ruff_cache", ".hypothesis",
+                                "__pycache__", "*.egg-info", "build", "dist", "*.pyc")
+CHILD_TIMEOUT = 240.0
+
+PLUGIN = '''"""Loaded with -p in the weakened copy's pytest: refuse to run anything but the copy."""
+import json, os, sys
+import pytest
+
+COPY = os.path.realpath(os.environ["NO_DOCKER_WEAKENED_COPY"])
+OUTCOMES = os.environ["NO_DOCKER_WEAKENED_OUTCOMES"]
+_results = {}
+
+
+def pytest_configure(config):
+    import importlib
+    for part in PARTS_PLACEHOLDER:
+        module = importlib.import_module("no_docker." + part)
+        where = os.path.realpath(module.__file__)
+        if not where.startswith(COPY + os.sep):
+            raise pytest.UsageError(f"no_docker.{part} is {where}, not the weakened copy in {COPY}")
+    _results["__imported_from_copy__"] = "checked"
+
+
+def pytest_runtest_logreport(report):
+    # "failed" only for a failing test body; a failing set-up or tear-down is an "error":
+    # a weakened build that cannot even start the run demonstrates nothing.
+    rank = {"passed": 0, "skipped": 1, "error": 2, "failed": 3}
+    outcome = report.outcome
+    if report.failed and report.when != "call":
+        outcome = "error"
+    previous = _results.get(report.nodeid, "passed")
+    _results[report.nodeid] = max(previous, outcome, key=rank.get)
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if report.failed and crash is not None and report.nodeid + "#why" not in _results:
+        _results[report.nodeid + "#why"] = crash.message[:300]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    with open(OUTCOMES, "w") as fh:
+        json.dump(_results, fh)
+'''.replace("PARTS_PLACEHOLDER", repr(PARTS))
+
+
+@dataclasses.dataclass(frozen=True)
+class Weakening:
+    path: Path
+    breaks: tuple[str, ...]  # repo-relative test files or node ids
+    why: str
+
+
+@dataclasses.dataclass
+class Result:
+    weakening: Weakening
+    shown: bool  # every named case failed in the weakened copy
+    detail: str
+    seconds: float
+    outcomes: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def parse_header(text: str) -> tuple[list[str], str]:
+    """The ``# breaks:`` targets and the ``# why:`` line of a weakening patch (pure)."""
+    breaks: list[str] = []
+    why = ""
+    for line in text.splitlines():
+        if line.startswith("# breaks:"):
+            breaks += line[len("# breaks:"):].split()
+        elif line.startswith("# why:"):
+            why = line[len("# why:"):].strip()
+        elif line.startswith(("diff ", "--- ", "Index: ")):
+            break
+    return breaks, why
+
+
+def load(path: Path) -> Weakening:
+    breaks, why = parse_header(path.read_text())
+    return Weakening(path, tuple(breaks), why)
+
+
+def case_outcomes(target: str, outcomes: Mapping[str, str]) -> dict[str, str]:
+    """The outcomes that belong to one ``# breaks:`` target (a file, or file::test[param])."""
+    outcomes = {k: v for k, v in outcomes.items() if not k.endswith("#why")}
+    if "::" in target:
+        return {k: v for k, v in outcomes.items() if k == target or k.startswith(target + "[")}
+    return {k: v for k, v in outcomes.items() if k.split("::", 1)[0] == target}
+
+
+def judge(weakening: Weakening, outcomes: Mapping[str, str], exit_status: int) -> tuple[bool, str]:
+    """Shown when each target has a failed test and no skipped one (pure)."""
+    if not weakening.breaks:
+        return False, "the patch names no case (# breaks: line missing)"
+    if outcomes.get("__imported_from_copy__") != "checked":
+        return False, f"the child did not confirm it imported the copy (exit {exit_status})"
+    problems = []
+    for target in weakening.breaks:
+        mine = case_outcomes(target, outcomes)
+        if not mine:
+            problems.append(f"{target}: not collected")
+        elif any(v == "skipped" for v in mine.values()):
+            skipped = [k for k, v in mine.items() if v == "skipped"]
+            problems.append(f"{target}: skipped in the weakened build ({', '.join(skipped)}), so not shown")
+        elif not any(v == "failed" for v in mine.values()):
+            errors = [k for k, v in mine.items() if v == "error"]
+            why = outcomes.get(errors[0] + "#why", "") if errors else ""
+            problems.append(f"{target}: set-up errors only ({', '.join(errors)}: {why}), no failing case"
+                            if errors else f"{target}: still passes against the weakened build")
+    if problems:
+        return False, "; ".join(problems)
+    return True, ", ".join(f"{t}: failed" for t in weakening.breaks)
+
+
+def make_copy(repo: Path, into: Path) -> Path:
+    """A copy of the repository with a symlinked ``no_docker`` package for PYTHONPATH."""
+    copy = into / "repo"
+    shutil.copytree(repo, copy, ignore=IGNORE, symlinks=True)
+    pkg = into / "path" / "no_docker"
+    pkg.mkdir(parents=True)
+    for part in PARTS:
+        if (copy / part).is_dir():
+            (pkg / part).symlink_to(copy / part)
+    (into / "path" / "_nd_weakened_plugin.py").write_text(PLUGIN)
+    return copy
+
+
+def apply_patch(copy: Path, patch: Path) -> str | None:
+    """``git apply`` the patch in the copy (its own repository); the error text, or None."""
+    subprocess.run(["git", "init", "-q", str(copy)], check=True, capture_output=True)
+    done = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=copy,
+                          capture_output=True, text=True)
+    return None if done.returncode == 0 else (done.stderr.strip() or f"git apply exited {done.returncode}")
+
+
+def contained(argv: list[str]) -> list[str]:
+    """argv in a pid namespace of its own, when we may make one (root).
+
+    A weakened *ending* leaves processes behind by design, and a failing case may not reap
+    them all; as pid 1 of its own namespace the child pytest takes every one of them with it
+    when it exits (pid_namespaces(7)), and ``--kill-child`` does the same if the harness kills
+    ``unshare`` on a timeout.
+    """
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return argv
+    return ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
+            sys.executable, "-I", "-S", "-c", REAPER, *argv]
+
+
+# pid 1 of the child's namespace: runs argv and reaps every orphan until argv ends, so that the
+# cases see no zombie that a real machine's init would have reaped (pid_namespaces(7)).
+REAPER = """
+import os, sys
+child = os.fork()
+if child == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+while True:
+    pid, status = os.waitpid(-1, 0)
+    if pid == child:
+        code = os.waitstatus_to_exitcode(status)
+        sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+def run_one(repo: Path, weakening: Weakening, workroot: Path, timeout: float = CHILD_TIMEOUT) -> Result:
+    started = time.monotonic()
+    workroot.mkdir(parents=True, exist_ok=True)
+    into = Path(tempfile.mkdtemp(prefix=weakening.path.stem[:40] + "-", dir=workroot))
+    try:
+        copy = make_copy(repo, into)
+        error = apply_patch(copy, weakening.path)
+        if error:
+            return Result(weakening, False, f"the patch no longer applies: {error}",
+                          time.monotonic() - started)
+        outcomes_file = into / "outcomes.json"
+        env = dict(os.environ)
+        path = os.pathsep.join([str(into / "path"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env.update(PYTHONPATH=path,
+                   NO_DOCKER_WEAKENED_COPY=str(copy), NO_DOCKER_WEAKENED_OUTCOMES=str(outcomes_file),
+                   PYTHONDONTWRITEBYTECODE="1")
+        argv = contained([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-p", "_nd_weakened_plugin", "--rootdir", str(copy), *weakening.breaks])
+        try:
+            done = subprocess.run(argv, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout,
+                                  start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return Result(weakening, False, f"the weakened cases did not finish within {timeout:.0f} s",
+                          time.monotonic() - started)
+        outcomes = json.loads(outcomes_file.read_text()) if outcomes_file.exists() else {}
+        shown, detail = judge(weakening, outcomes, done.returncode)
+        if not outcomes:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            detail += f" [child exit {done.returncode}: {' | '.join(tail)}]"
+        return Result(weakening, shown, detail, time.monotonic() - started, outcomes)
+    finally:
+        shutil.rmtree(into, ignore_errors=True)
+
+
+def run_all(repo: Path, weakenings: Iterable[Weakening], workroot: Path,
+            workers: int = 2) -> dict[Path, Result]:
+    items = list(weakenings)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = list(pool.map(lambda w: run_one(repo, w, workroot), items))
+    return {r.weakening.path: r for r in results}
+
+
+T_FILE = re.compile(r"tests/regression/(test_t(\d\d)_\w+\.py)")
+_NUMBERS = re.compile(r"^test_((?:t\d\d_)+)")
+
+
+def case_numbers(file_name: str) -> list[str]:
+    """``test_t14_t23_pins.py`` -> ``["14", "23"]``: the T-cases a test file covers (pure)."""
+    match = _NUMBERS.match(file_name)
+    return re.findall(r"\d\d", match.group(1)) if match else []
+
+
+# The T-cases of DESIGN §8 (there is no T-11, T-21 or T-22).
+DESIGN_CASES = tuple(f"{n:02d}" for n in range(40) if n not in (11, 21, 22))
+
+
+def uncovered_cases(test_files: Iterable[str], weakenings: Iterable[Weakening]) -> list[str]:
+    """T-case files that no weakening names in its ``# breaks:`` lines (pure)."""
+    named = {target.split("::", 1)[0] for w in weakenings for target in w.breaks}
+    return sorted(f for f in test_files if f not in named)
+
+
+# --------------------------------------------------------------------------- the documentation table
+
+TABLE_BEGIN = "<!-- the table below is generated: python tests/regression/weakened_harness.py --doc -->"
+TABLE_END = "<!-- end of the generated table -->"
+
+
+def first_paragraph(docstring: str | None) -> str:
+    """The first paragraph of a module docstring, on one line, without the ``T-NN:`` prefix."""
+    text = (docstring or "").strip().split("\n\n", 1)[0]
+    text = " ".join(text.split())
+    return re.sub(r"^T-\d\d\s*[:\-]\s*", "", text)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_table(cases: Mapping[str, str], results: Iterable[Result]) -> str:
+    """Markdown rows: case, what it proves, how it was weakened, that it failed (pure)."""
+    by_case: dict[str, list[Result]] = {}
+    for result in results:
+        for target in result.weakening.breaks:
+            match = T_FILE.search(target)
+            if match:
+                rows = by_case.setdefault(match.group(1), [])
+                if result not in rows:
+                    rows.append(result)
+    lines = ["| case | what it proves | how it was weakened | failed against it |", "|---|---|---|---|"]
+    files_by_number: dict[str, list[str]] = {}
+    for test_file in cases:
+        for number in case_numbers(test_file):
+            files_by_number.setdefault(number, []).append(test_file)
+    for number in sorted(set(DESIGN_CASES) | set(files_by_number)):
+        if number not in files_by_number:
+            lines.append(f"| T-{number} | no test yet | - | - |")
+        for test_file in sorted(files_by_number.get(number, [])):
+            weakenings = by_case.get(test_file, [])
+            how = "<br>".join(f"`{r.weakening.path.name}`: {_cell(r.weakening.why)}"
+                              for r in weakenings) or "none yet"
+            failed = "<br>".join(_result_cell(r, test_file) for r in weakenings) or "not shown"
+            lines.append(f"| T-{number} `{test_file}` | {_cell(cases[test_file])} | {how} | {failed} |")
+    return "\n".join(lines)
+
+
+def _result_cell(result: Result, test_file: str) -> str:
+    mine = {k: v for k, v in result.outcomes.items()
+            if k.startswith(f"tests/regression/{test_file}") and not k.endswith("#why")}
+    failed = sum(v == "failed" for v in mine.values())
+    if result.shown:
+        return f"yes: {failed} of {len(mine)} tests failed"
+    return f"NOT SHOWN: {_cell(result.detail)[:200]}"
+
+
+def _main(argv: list[str]) -> int:  # pragma: no cover - a maintenance command, run by hand
+    import ast
+
+    if argv != ["--doc"]:
+        print("usage: python tests/regression/weakened_harness.py --doc", file=sys.stderr)
+        return 2
+    repo = Path(__file__).resolve().parents[2]
+    cases = {}
+    for path in sorted((repo / "tests" / "regression").glob("test_t[0-9][0-9]_*.py")):
+        cases[path.name] = first_paragraph(ast.get_docstring(ast.parse(path.read_text())))
+    patches = sorted((repo / "tests" / "regression" / "weakened").glob("*.patch"))
+    results = run_all(repo, [load(p) for p in patches], repo / ".pytest_cache" / "weakened",
+                      workers=int(os.environ.get("NO_DOCKER_WEAKENED_WORKERS", "2")))
+    doc = repo / "docs" / "regression-cases.md"
+    text = doc.read_text()
+    start, end = text.index(TABLE_BEGIN) + len(TABLE_BEGIN), text.index(TABLE_END)
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    table = render_table(cases, results.values())
+    doc.write_text(f"{text[:start]}\n\n_Last run of the harness: {stamp}._\n\n{table}\n\n{text[end:]}")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_main(sys.argv[1:]))

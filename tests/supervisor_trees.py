@@ -1,0 +1,146 @@
+"""Real process trees for the supervisor's tests: a shell script in its own pid namespace
+(bwrap --unshare-pid) inside a bounded cgroup (v1 pids.max), reaped even when a test fails.
+
+``Tree(script)`` starts ``bwrap --dev-bind / / --unshare-pid --die-with-parent --info-fd N --
+bash -c SCRIPT`` through ``RunLifecycle`` (marker + cgroup + spawn hook) and waits until the
+script writes a line to fd 4 (``echo ready >&$READY_FD``). On exit, whatever the test did: the run is
+ended, the cgroups are killed (v2 ``cgroup.kill``; every task of the v1 pids cgroup SIGKILLed),
+bwrap is reaped and the cgroups removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from no_docker.supervisor.lifecycle import RunLifecycle
+from no_docker.supervisor.procfs import ProcFS
+
+BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
+
+# building blocks for scripts (bash)
+DAEMON = "(setsid sh -c 'sleep 1000 & exec sleep 1000' </dev/null >/dev/null 2>&1 &)"
+HOPPER = ("python3 -c 'import os\nwhile True:\n    if os.fork(): os._exit(0)\n' "
+          "</dev/null >/dev/null 2>&1 &")
+BOMB = "( b() { b | b & }; b ) 2>/dev/null &"
+STOPPED = "sleep 1000 & kill -STOP $!"
+IGNORES_TERM = "sh -c 'trap \"\" TERM INT HUP; while :; do sleep 1; done' &"
+NESTED = "unshare -Urpf --mount-proc sh -c 'sleep 1000 & sleep 1000' &"
+READY = "echo ready >&$READY_FD"
+
+
+class Tree:
+    def __init__(self, script: str, *, max_pids: int = 400, procfs: ProcFS | None = None,
+                 use_cgroup: bool = True, end_timeout: float = 10.0) -> None:
+        self.script = script
+        self.life = RunLifecycle(["tree"], max_pids=max_pids, procfs=procfs, use_cgroup=use_cgroup,
+                                 end_timeout=end_timeout, check_stale=False)
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> Tree:
+        life = self.life.__enter__()
+        try:
+            info_r, info_w = os.pipe()
+            ready_r, ready_w = os.pipe()
+            try:
+                life.spawning()
+                self.proc = subprocess.Popen(
+                    [BWRAP, "--dev-bind", "/", "/", "--unshare-pid", "--die-with-parent",
+                     "--info-fd", str(info_w), "--", "bash", "-c", self.script],
+                    preexec_fn=life.spawn_hook(), pass_fds=(info_w, ready_w),
+                    stdin=subprocess.DEVNULL, start_new_session=True,
+                    env={**os.environ, "READY_FD": str(ready_w)})
+                os.close(info_w)
+                os.close(ready_w)
+                info_w = ready_w = -1
+                life.launched(self.proc.pid)
+                info = json.loads(_read_all(info_r, 10.0, b"}"))
+                life.set_init(int(info["child-pid"]))
+                if _read_all(ready_r, 30.0, b"\n").strip() != b"ready":
+                    raise RuntimeError("tree did not become ready")
+            finally:
+                for fd in (info_r, info_w, ready_r, ready_w):
+                    if fd >= 0:
+                        os.close(fd)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    @property
+    def target(self):  # noqa: ANN201
+        from no_docker.supervisor.ending import RunTarget
+        return RunTarget(self.life.run_id, self.life.namespace, self.life.record.init, self.life.cgroup)
+
+    def count_in_cgroup(self) -> int:
+        """Tasks in the v1 pids cgroup (zombies included): independent of the proof passes."""
+        cg = self.life.cgroup
+        if cg is None or cg.pids_v1 is None:
+            return -1
+        try:
+            return len((cg.pids_v1 / "cgroup.procs").read_text().split())
+        except FileNotFoundError:
+            return 0
+
+    def __exit__(self, *exc: object) -> None:
+        cg = self.life.cgroup
+        try:
+            if self.life.report is None and self.life.record is not None:
+                self.life.end()
+        finally:
+            if cg is not None:
+                _kill_cgroups(cg.path, cg.pids_v1)
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+            if self.proc is not None:
+                self.proc.wait(timeout=30)
+            if cg is not None:
+                cg.remove(deadline=time.monotonic() + 5)
+            if self.life.directory is not None:
+                self.life._discard()
+
+
+def _kill_cgroups(v2: Path | None, v1: Path | None) -> None:
+    if v2 is not None and v2.exists():
+        try:
+            (v2 / "cgroup.kill").write_text("1")
+        except OSError:
+            pass
+    if v1 is not None:
+        for _ in range(50):
+            try:
+                pids = [int(p) for p in (v1 / "cgroup.procs").read_text().split()]
+            except FileNotFoundError:
+                return
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)  # tasks of our own bounded test cgroup only
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.02)
+
+
+def _read_all(fd: int, timeout: float, end: bytes) -> bytes:
+    deadline = time.monotonic() + timeout
+    chunks = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no answer on pipe")
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if not ready:
+            continue
+        data = os.read(fd, 4096)
+        if not data:
+            return b"".join(chunks)
+        chunks.append(data)
+        if end in data:
+            return b"".join(chunks)

@@ -1,0 +1,218 @@
+"""Shared by the isolation tests (tests/unit/test_isolation_*.py, tests/regression/test_t*.py).
+
+Runs ``no-docker run`` as a real subprocess, optionally against a *weakened* build: the
+weakening is applied in the child only (a monkeypatch before ``run.main``, and a modified copy
+of the probe), never by a switch in production code. Each negative test runs once weakened to
+show that it can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = REPO / "supervisor" / "probe.py"
+BWRAP = shutil.which("bwrap")
+
+
+def bwrap_works() -> str | None:
+    """None when bwrap can build a sandbox here, else the reason (for pytest.skip)."""
+    if BWRAP is None:
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    probe = subprocess.run([BWRAP, "--ro-bind", "/", "/", "--unshare-all", "true"], capture_output=True)
+    if probe.returncode != 0:
+        return f"bwrap cannot create namespaces here: {probe.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+# Probe weakenings: (property check to disable) -> the method whose body becomes `return`.
+PROBE_CHECKS = {"P1": "p1", "P2": "p2", "P3": "p3", "P4w": "p4_writes", "P4m": "p4_mounts",
+                "P5": "p5", "P5f": "p5_filter", "P5i": "install_filter", "P6": "p6", "P7": "p7", "P8": "p8",
+                "P9": "p9", "P10": "p10", "P11": "p11"}
+
+
+def weakened_probe(tmp: Path, disable: tuple[str, ...]) -> Path:
+    """A copy of the probe with the named checks turned into no-ops."""
+    source = PROBE.read_text()
+    for key in disable:
+        name = PROBE_CHECKS[key]
+        marker = f"    def {name}(self"
+        start = source.index(marker)
+        body = source.index(":\n", start) + 2
+        source = source[:body] + "        return\n" + source[body:]
+    out = tmp / "weak-probe" / "probe.py"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(source)
+    return out
+
+
+def probe_without_filter(tmp: Path) -> Path:
+    """A copy of the probe that checks for the syscall filter but never installs it."""
+    source = PROBE.read_text()
+    call = "install_seccomp(seccomp_program(os.uname().machine))"
+    assert source.count(call) == 1
+    out = tmp / "nofilter-probe" / "probe.py"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(source.replace(call, "pass"))
+    return out
+
+
+# Policy weakenings: code run in the child before run.main, against `plan` and `policy` modules.
+POLICY_WEAKENINGS = {
+    "no-mask": "plan.sockets_to_mask = lambda policy, sockets: ()",
+    "no-tmpfs-tmp": "_wrap_policy(lambda p: _strip_hidden(p, '/tmp'))",
+    "no-tmpfs-home": "_wrap_policy(lambda p: _strip_hidden(p, os.path.realpath(os.environ['HOME'])))",
+    "no-protect": "_wrap_policy(lambda p: _replace(p, protected=(), pinned=()))",
+    # PATH entries inside the work dir left writable (the work dir is the only writable root there)
+    "path-not-protected": ("_wrap_policy(lambda p: _replace(p, protected=tuple(x for x in p.protected if not "
+                           "any(x == os.path.realpath(e) or os.path.isfile(os.path.join(x, 'pyvenv.cfg')) "
+                           "for e in os.environ['PATH'].split(':') if e))))"),
+    "proc-sys-writable": "_wrap_policy(lambda p: _replace(p, proc_readonly=()))",
+    "init-mem-writable": "_wrap_policy(lambda p: _replace(p, proc_masked=()))",
+    # git_layout back to trusting any gitdir a .git file names
+    "gitdir-trusted": "plan.gitdir_may_be_writable = lambda gitdir, common, work: True",
+    "keep-all-env": "_wrap_policy(lambda p: _replace(p, env=tuple(sorted(os.environ.items()))))",
+    "expose-tmp": "_wrap_policy(lambda p: _replace(p, ro=p.ro + ('/tmp',)))",
+    "pass-fds": ("_spawn = run.spawn; run.spawn = lambda argv, pass_fds: _spawn(argv, tuple(pass_fds) + "
+                 "tuple(int(x) for x in os.environ['NO_DOCKER_TEST_FDS'].split()))"),
+    "share-net": "_wrap_argv(lambda a: _insert_after(a, '--unshare-all', ['--share-net']))",
+    "no-cap-drop": "_wrap_argv(lambda a: _drop_flag(a, '--cap-drop', 2))",
+    "no-new-session": "_wrap_argv(lambda a: _drop_flag(a, '--new-session', 1))",
+}
+
+_PRELUDE = """
+import os, sys
+import no_docker.supervisor.plan as plan
+import no_docker.supervisor.run as run
+def _replace(p, **kw):
+    return p.replace(**kw)
+def _strip_hidden(p, path):
+    return p.replace(hidden=tuple(h for h in p.hidden if h != path))
+def _insert_after(argv, flag, extra):
+    i = argv.index(flag)
+    return argv[:i + 1] + extra + argv[i + 1:]
+def _drop_flag(argv, flag, n):
+    i = argv.index(flag)
+    return argv[:i] + argv[i + n:]
+def _wrap_policy(change):
+    orig = run.build_policy
+    run.build_policy = lambda *a, **k: change(orig(*a, **k))
+def _wrap_argv(change):
+    orig = run.bwrap_argv
+    run.bwrap_argv = lambda *a, **k: change(orig(*a, **k))
+"""
+
+
+def no_docker_argv(args: list[str], *, weaken: tuple[str, ...] = (), probe: Path | None = None) -> list[str]:
+    """argv of ``no-docker run ARGS`` (or of a weakened build of it)."""
+    if not weaken and probe is None:
+        return [sys.executable, "-m", "no_docker.supervisor.cli", "run", *args]
+    code = _PRELUDE
+    for name in weaken:
+        code += POLICY_WEAKENINGS[name] + "\n"
+    if probe is not None:
+        code += f"run.probe_source_path = lambda: {str(probe)!r}\n"
+    code += ("import no_docker.supervisor.cli as cli\n"
+             f"sys.exit(cli.main(['run', *{args!r}]))\n")
+    return [sys.executable, "-c", code]
+
+
+def run_no_docker(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60,
+                  weaken: tuple[str, ...] = (), probe: Path | None = None, **kwargs: object
+                  ) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ if env is None else env)
+    proc = subprocess.Popen(no_docker_argv(args, weaken=weaken, probe=probe), cwd=cwd, env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            **kwargs)  # type: ignore[call-overload]
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(errors="replace"),
+                                       err.decode(errors="replace"))
+
+
+class UnixListener:
+    """A listening unix socket that stands in for an engine; ``reached()`` says if anyone connected."""
+
+    def __init__(self, path: str | bytes) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(16)
+        self.sock.setblocking(False)
+
+    def reached(self) -> bool:
+        try:
+            conn, _ = self.sock.accept()
+        except BlockingIOError:
+            return False
+        conn.close()
+        return True
+
+    def close(self) -> None:
+        self.sock.close()
+        if isinstance(self.path, str) and not self.path.startswith("\0"):
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+
+class TcpListener:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind((host, 0))
+        self.sock.listen(16)
+        self.sock.setblocking(False)
+        self.port = self.sock.getsockname()[1]
+
+    def reached(self) -> bool:
+        try:
+            conn, _ = self.sock.accept()
+        except BlockingIOError:
+            return False
+        conn.close()
+        return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def connect_script(target: str) -> list[str]:
+    """A command for inside the run: try to connect to TARGET, print REACHED or REFUSED <errno>."""
+    code = (
+        "import socket, sys\n"
+        f"t = {target!r}\n"
+        "if t.startswith('tcp:'):\n"
+        "    s = socket.socket(socket.AF_INET); a = ('127.0.0.1', int(t[4:]))\n"
+        "elif t.startswith('@'):\n"
+        "    s = socket.socket(socket.AF_UNIX); a = '\\0' + t[1:]\n"
+        "elif t.startswith('fd:'):\n"
+        "    import os\n"
+        "    try:\n"
+        "        s = socket.socket(fileno=os.dup(int(t[3:]))); s.send(b'x'); print('REACHED')\n"
+        "    except OSError as e:\n"
+        "        print('REFUSED', e.errno)\n"
+        "    sys.exit(0)\n"
+        "else:\n"
+        "    s = socket.socket(socket.AF_UNIX); a = t\n"
+        "s.settimeout(2)\n"
+        "try:\n"
+        "    s.connect(a); print('REACHED')\n"
+        "except OSError as e:\n"
+        "    print('REFUSED', e.errno)\n"
+    )
+    return [sys.executable, "-I", "-S", "-c", code]
+
+
+def read_report(path: Path) -> dict:
+    return json.loads(path.read_text())

@@ -1,0 +1,156 @@
+"""`no-docker end` and `no-docker runs` after the supervisor was SIGKILLed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from no_docker.supervisor import markers
+from no_docker.supervisor.errors import NotProven
+from no_docker.supervisor.lifecycle import refuse_if_stale
+from no_docker.supervisor.procfs import ProcFS
+from supervisor_trees import BWRAP, DAEMON
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+
+NO_DOCKER = [sys.executable, "-m", "no_docker.supervisor.cli"]
+
+# A supervisor that starts a tree with a setsid daemon and prints its run id, then waits to be
+# SIGKILLed. With die_with_parent False it imitates the bwrap races (#633, #692) that leave
+# processes behind: exactly what `end` exists for.
+OWNER = r"""
+import json, os, subprocess, sys, time
+from no_docker.supervisor.lifecycle import RunLifecycle
+die = sys.argv[1] == "1"
+life = RunLifecycle(["tree"], max_pids=100, check_stale=False).__enter__()
+r, w = os.pipe()
+life.spawning()
+argv = [BWRAP, "--dev-bind", "/", "/", "--unshare-pid"] + (["--die-with-parent"] if die else []) + [
+    "--info-fd", str(w), "--", "bash", "-c", DAEMON + "; sleep 1000"]
+proc = subprocess.Popen(argv, preexec_fn=life.spawn_hook(), pass_fds=[w], start_new_session=True,
+                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+os.close(w)
+life.launched(proc.pid)
+buf = b""
+while b"}" not in buf:
+    buf += os.read(r, 4096)
+life.set_init(json.loads(buf)["child-pid"])
+time.sleep(0.3)
+print(life.run_id, flush=True)
+time.sleep(1000)
+""".replace("BWRAP", repr(BWRAP)).replace("DAEMON", repr(DAEMON))
+
+
+def _orphaned_run(die_with_parent: bool) -> tuple[str, markers.RunRecord]:
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, "1" if die_with_parent else "0"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        run_id = owner.stdout.readline().strip()
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    assert run_id, "the owner did not start its run"
+    return run_id, markers.read_record(markers.marker_dir(markers.state_dir(), run_id))
+
+
+def _cleanup(record: markers.RunRecord) -> None:
+    """Whatever the test did: kill every task of the run's bounded v1 cgroup and remove it."""
+    v1 = Path(record.cgroup["pids_v1"]) if record.cgroup and record.cgroup.get("pids_v1") else None
+    v2 = Path(record.cgroup["v2"]) if record.cgroup and record.cgroup.get("v2") else None
+    if v2 is not None and v2.exists():
+        (v2 / "cgroup.kill").write_text("1")
+    for _ in range(100):
+        if v1 is None or not v1.exists():
+            break
+        pids = (v1 / "cgroup.procs").read_text().split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            v1.rmdir()
+        except OSError:
+            time.sleep(0.02)
+    for d in (v2,):
+        if d is not None and d.exists():
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(NO_DOCKER + list(args), capture_output=True, text=True, timeout=60)
+
+
+def test_sigkilled_supervisor_leaves_nothing_and_the_next_run_cleans_the_marker():
+    run_id, record = _orphaned_run(die_with_parent=True)
+    try:
+        deadline = time.monotonic() + 2  # issue: nothing left within 2 s
+        while os.path.exists(f"/proc/{record.init.pid}") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        rows = json.loads(_cli("runs", "--json").stdout)
+        row = next(r for r in rows if r["run_id"] == run_id)
+        assert row["owner_alive"] is False and row["members"] == 0, row
+        refuse_if_stale(markers.state_dir(), ProcFS())  # shown empty: removed, no refusal
+        assert not markers.marker_dir(markers.state_dir(), run_id).exists()
+    finally:
+        _cleanup(record)
+
+
+def test_leftover_members_make_the_next_run_refuse_until_end():
+    run_id, record = _orphaned_run(die_with_parent=False)
+    try:
+        rows = json.loads(_cli("runs", "--json").stdout)
+        row = next(r for r in rows if r["run_id"] == run_id)
+        assert row["owner_alive"] is False and row["members"] >= 3, row
+        with pytest.raises(NotProven, match=f"no-docker end {run_id}"):
+            refuse_if_stale(markers.state_dir(), ProcFS())
+        done = _cli("end", run_id)
+        assert done.returncode == 0, done.stderr
+        assert f"run {run_id} ended" in done.stderr and "0 left" in done.stderr
+        assert not markers.marker_dir(markers.state_dir(), run_id).exists()
+        assert not Path(record.cgroup["pids_v1"]).exists()  # kernel: no task left, zombies included
+    finally:
+        _cleanup(record)
+
+
+def test_end_refuses_a_live_owner_unless_forced():
+    me = markers.own_identity()
+    rec = markers.RunRecord(run_id=markers.new_run_id(), owner=me, boot_id=ProcFS().boot_id(),
+                            command=["x"], state=markers.CREATED)
+    markers.create_marker(markers.ensure_state_dir(markers.state_dir()), rec)
+    refused = _cli("end", rec.run_id)
+    assert refused.returncode == 1 and "--force" in refused.stderr
+    # the owner is this pytest process, which the CLI sees alive
+    assert markers.marker_dir(markers.state_dir(), rec.run_id).exists()
+    forced = _cli("end", "--force", rec.run_id)
+    assert forced.returncode == 0, forced.stderr
+    assert not markers.marker_dir(markers.state_dir(), rec.run_id).exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "name a RUN_ID or --all"),
+    (["--all", "x"], "exclude each other"),
+    (["../etc"], "is not a run id"),
+    (["20990101T000000-deadbeef"], "no run"),
+    (["--timeout", "0", "--all"], "positive"),
+])
+def test_end_usage_errors(args, message):
+    result = _cli("end", *args)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_dash_dash_end_alias_and_runs_with_nothing():
+    assert _cli("--end", "--all").returncode == 0
+    listing = _cli("runs")
+    assert listing.returncode == 0 and listing.stdout == ""

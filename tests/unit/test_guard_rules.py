@@ -1,0 +1,360 @@
+"""T-19 rules over the fixture workflows and over small scripts (pure: no git, no tools).
+
+Each bad fixture marks the line of every finding it must produce with ``# expect: RULE``;
+the good ones carry no such mark and must produce nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from no_docker.ci.findings import RULE_CONTINUE, RULE_MIXED, RULE_ORDER
+from no_docker.ci.repo import is_shell_script, pytest_config_isolates
+from no_docker.ci.shell_commands import CommandKind, commands_of, has_stanza_first
+from no_docker.ci.stanza import STANZA
+from no_docker.ci.workflow_rules import WorkflowError, check_workflow
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "workflows"
+EXPECT = re.compile(r"#\s*expect:\s*([a-z-]+)")
+
+
+class FakeRepo:
+    """What the checks ask the repository, answered from a dict."""
+
+    def __init__(
+        self,
+        stanza_scripts: tuple[str, ...] = ("tests/suite.sh",),
+        pytest_isolates: bool = False,
+        actions: tuple[str, ...] = (),
+    ) -> None:
+        self.stanza_scripts = stanza_scripts
+        self.pytest_isolates = pytest_isolates
+        self.actions = actions
+
+    def script_has_stanza(self, path: str) -> bool:
+        return path in self.stanza_scripts
+
+    def pytest_config_isolates(self) -> bool:
+        return self.pytest_isolates
+
+    def is_no_docker_action(self, path: str) -> bool:
+        return path in self.actions
+
+
+def expected(text: str) -> set[tuple[int, str]]:
+    return {(n, m.group(1)) for n, line in enumerate(text.splitlines(), 1) if (m := EXPECT.search(line))}
+
+
+def fixture_names(prefix: str) -> list[str]:
+    names = sorted(p.name for p in FIXTURES.glob(f"{prefix}*.yml"))
+    assert names, f"no fixture {prefix}*.yml in {FIXTURES}"
+    return names
+
+
+@pytest.mark.parametrize("name", fixture_names("good-"))
+def test_good_fixture_has_no_finding(name: str) -> None:
+    text = (FIXTURES / name).read_text()
+    assert expected(text) == set()
+    assert check_workflow(text, name, FakeRepo()) == []
+
+
+@pytest.mark.parametrize("name", fixture_names("bad-"))
+def test_bad_fixture_reports_each_rule_on_its_line(name: str) -> None:
+    text = (FIXTURES / name).read_text()
+    want = expected(text)
+    assert want, f"{name} marks no expected finding"
+    got = {(f.line, f.rule) for f in check_workflow(text, name, FakeRepo())}
+    assert got == want
+
+
+def test_each_rule_has_a_bad_fixture() -> None:
+    rules = set()
+    for name in fixture_names("bad-"):
+        rules |= {rule for _, rule in expected((FIXTURES / name).read_text())}
+    assert rules == {RULE_ORDER, RULE_MIXED, RULE_CONTINUE}
+
+
+def test_broken_yaml_is_an_error_naming_file_and_line() -> None:
+    text = (FIXTURES / "broken-yaml.yml").read_text()
+    [(line, rule)] = expected(text)
+    assert rule == "invalid-yaml"
+    with pytest.raises(WorkflowError) as info:
+        check_workflow(text, "broken-yaml.yml", FakeRepo())
+    assert info.value.line == line
+    assert str(info.value).startswith(f"broken-yaml.yml:{line}: invalid YAML: ")
+
+
+@pytest.mark.parametrize("text", ["a: [1, 2\n", "---\na: 1\n---\nb: 2\n", "\tjobs: {}\n", "key: 'x\n"])
+def test_other_broken_yaml_is_an_error_not_a_traceback(text: str) -> None:
+    with pytest.raises(WorkflowError, match=r"^w\.yml:\d+: invalid YAML: "):
+        check_workflow(text, "w.yml", FakeRepo())
+
+
+def test_yaml_nested_past_the_stack_is_an_error_not_a_traceback() -> None:
+    text = "jobs:\n  t:\n    env:\n      X: " + "[" * 3000 + "]" * 3000 + "\n"
+    with pytest.raises(WorkflowError, match=r"^w\.yml:1: YAML nested deeper than the guard can read$"):
+        check_workflow(text, "w.yml", FakeRepo())
+
+
+def test_empty_or_jobless_workflow_has_no_finding() -> None:
+    assert check_workflow("", "w.yml", FakeRepo()) == []
+    assert check_workflow("on: push\njobs: []\n", "w.yml", FakeRepo()) == []
+
+
+def workflow(*steps: str) -> str:
+    body = "".join(f"      - {step}\n" for step in steps)
+    return f"on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n{body}"
+
+
+def rules_of(text: str, repo: FakeRepo | None = None) -> list[tuple[int, str]]:
+    return [(f.line, f.rule) for f in check_workflow(text, "w.yml", repo or FakeRepo())]
+
+
+def test_marker_above_a_step_belongs_to_that_step_not_the_one_before() -> None:
+    text = workflow(
+        "run: no-docker run -- pytest", "run: make report\n      # no-docker: isolated", "run: make test"
+    )
+    # the comment sits in the second step's YAML span but above the third step
+    assert rules_of(text) == [(7, RULE_ORDER)]
+
+
+def test_local_action_counts_only_when_it_is_the_no_docker_action() -> None:
+    text = workflow("run: no-docker run -- pytest", "uses: ./ci\n        with: {run: make test}")
+    assert rules_of(text, FakeRepo(actions=("ci",))) == []
+    assert rules_of(text, FakeRepo(actions=())) == [(7, RULE_ORDER)]
+
+
+def test_pytest_without_flag_counts_only_when_the_config_requires_the_plugin() -> None:
+    text = workflow("run: no-docker run -- make test", "run: pytest -q")
+    assert rules_of(text, FakeRepo(pytest_isolates=True)) == []
+    assert rules_of(text, FakeRepo(pytest_isolates=False)) == [(7, RULE_ORDER)]
+    disabled = workflow("run: no-docker run -- make test", "run: pytest --no-docker -p no:no_docker")
+    assert rules_of(disabled, FakeRepo(pytest_isolates=True)) == [(7, RULE_ORDER)]
+
+
+def test_non_bash_shell_and_unparsable_script_are_plain() -> None:
+    assert rules_of(workflow("run: no-docker run -- pytest", "run: print(1)\n        shell: python")) == [
+        (7, RULE_ORDER)
+    ]
+    assert rules_of(workflow("run: no-docker run -- pytest", "run: 'if then fi ('")) == [(7, RULE_ORDER)]
+
+
+def test_github_expressions_do_not_confuse_the_bash_parser() -> None:
+    text = workflow(
+        "run: no-docker run -- pytest -k ${{ matrix.k }}", "run: no-docker run -- ${{ matrix.cmd }}"
+    )
+    assert rules_of(text) == []
+
+
+REPO = FakeRepo(stanza_scripts=("tests/suite.sh", "sub/t.sh"))
+
+
+@pytest.mark.parametrize(
+    ("script", "kinds"),
+    [
+        ("no-docker run -- pytest", ["isolated"]),
+        ("FOO=1 exec /opt/venv/bin/no-docker run --work . -- make", ["isolated"]),
+        ("sudo -E no-docker run -- make", ["isolated"]),
+        ("no-docker guard", ["plain"]),
+        ("'no-docker' \"run\" -- make", ["isolated"]),
+        ("no\\-docker run -- make", ["plain"]),
+        ("no-docker check", ["plain"]),
+        ("pytest --no-docker -q", ["isolated"]),
+        ("python3 -X dev -m pytest --no-docker", ["isolated"]),
+        ("python -m pytest -q", ["plain"]),
+        ("bash tests/suite.sh", ["isolated"]),
+        ("./tests/suite.sh --fast", ["isolated"]),
+        ("bash -c tests/suite.sh", ["plain"]),
+        ("tests/other.sh", ["plain"]),
+        ("set -e; cd tests; echo hi", ["neutral", "neutral", "neutral"]),
+        ("export A=$(curl -s x)", ["neutral", "plain"]),
+        ("if [ -f x ]; then no-docker run -- t; fi", ["neutral", "isolated"]),
+        ("cat <<'EOF' | sh\nrm -rf /\nEOF", ["plain", "plain"]),
+        ("no-docker run -- t || ./deploy", ["isolated", "plain"]),
+        ('eval "no-docker run -- t"', ["plain"]),
+        ("$RUNNER run -- t", ["plain"]),
+    ],
+)
+def test_command_kinds(script: str, kinds: list[str]) -> None:
+    commands = commands_of(script, REPO)
+    assert commands is not None, script
+    assert [c.kind.value for c in commands] == kinds
+
+
+def test_script_path_follows_working_directory_and_stays_in_the_repository() -> None:
+    assert [c.kind for c in commands_of("./t.sh", REPO, "sub") or []] == [CommandKind.ISOLATED]
+    assert [c.kind for c in commands_of("../sub/t.sh", REPO, "x") or []] == [CommandKind.ISOLATED]
+    assert [c.kind for c in commands_of("../../t.sh", REPO, "sub") or []] == [CommandKind.PLAIN]
+
+
+def test_stanza_must_be_the_first_command() -> None:
+    assert has_stanza_first(f"#!/usr/bin/env bash\n# suite\n\n{STANZA}\nset -eu\n", STANZA)
+    assert not has_stanza_first(f"#!/bin/bash\nset -eu\n{STANZA}\n", STANZA)
+    assert not has_stanza_first("#!/bin/bash\nno-docker check || exit 125\n", STANZA)
+    assert not has_stanza_first("", STANZA)
+
+
+@pytest.mark.parametrize(
+    ("name", "head", "shell"),
+    [
+        ("a.sh", b"", True),
+        ("b.bash", b"x", True),
+        ("run", b"#!/bin/sh\n", True),
+        ("run", b"#!/usr/bin/env bash\n", True),
+        ("run", b"#!/usr/bin/env -S bash -eu\n", True),
+        ("run", b"#! /bin/dash\n", True),
+        ("run", b"#!/usr/bin/python3\n", False),
+        ("run", b"#!/bin/shx\n", False),
+        ("README", b"# sh\n", False),
+        ("x.shx", b"", False),
+    ],
+)
+def test_is_shell_script(name: str, head: bytes, shell: bool) -> None:
+    assert is_shell_script(name, head) is shell
+
+
+PYPROJECT_ON = "[tool.pytest.ini_options]\nno_docker = true\nrequired_plugins = ['no-docker']\n"
+
+
+@pytest.mark.parametrize(
+    ("files", "isolates"),
+    [
+        (
+            {"pyproject.toml": PYPROJECT_ON},
+            True,
+        ),
+        ({"pyproject.toml": "[tool.pytest.ini_options]\nno_docker = true\n"}, False),  # plugin not required
+        ({"pytest.ini": "[pytest]\nno_docker = true\nrequired_plugins = no-docker>=0.1\n"}, True),
+        ({"setup.cfg": "[tool:pytest]\nno_docker = 1\nrequired_plugins = no_docker\n"}, True),
+        # pytest.ini wins over pyproject.toml, as in pytest
+        (
+            {
+                "pytest.ini": "[pytest]\n",
+                "pyproject.toml": PYPROJECT_ON,
+            },
+            False,
+        ),
+        ({"pyproject.toml": "not toml ["}, False),
+        ({}, False),
+    ],
+)
+def test_pytest_config_isolates(files: dict[str, str], isolates: bool) -> None:
+    assert pytest_config_isolates(files) is isolates
+
+
+ISOLATED_COMMANDS = ["no-docker run -- pytest", "pytest --no-docker", "bash tests/suite.sh"]
+PLAIN_LINES = st.sampled_from(["make", "./deploy.sh", "python x.py", "curl -s example.invalid", "sh -c true"])
+ISOLATED_LINES = st.sampled_from(ISOLATED_COMMANDS)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=8))
+def test_order_rule_matches_a_simple_model(steps: list[tuple[bool, bool]]) -> None:
+    """Model: each step is (isolated?, marked?); every plain step after the first isolated
+    one is reported, at its line, and nothing else."""
+    lines = []
+    for isolated, marked in steps:
+        cmd = "no-docker run -- make test" if isolated else "make lint"
+        lines.append(f"run: {cmd}" + ("  # no-docker: isolated" if marked else ""))
+    text = workflow(*lines)
+    seen_isolated = False
+    want = []
+    for index, (isolated, marked) in enumerate(steps):
+        if seen_isolated and not (isolated or marked):
+            want.append((6 + index, RULE_ORDER))
+        seen_isolated = seen_isolated or isolated or marked
+    assert rules_of(text) == want, text
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(PLAIN_LINES, ISOLATED_LINES), min_size=1, max_size=6))
+def test_step_is_mixed_exactly_when_it_has_both_kinds(commands: list[str]) -> None:
+    text = workflow("run: |\n" + "".join(f"          {c}\n" for c in commands))
+    isolated = set(ISOLATED_COMMANDS)
+    has_isolated = any(c in isolated for c in commands)
+    has_plain = any(c not in isolated for c in commands)
+    assert rules_of(text) == ([(6, RULE_MIXED)] if has_isolated and has_plain else []), text
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=200))
+def test_any_run_script_is_classified_or_called_unparsable_never_an_exception(script: str) -> None:
+    commands = commands_of(script, REPO)
+    assert commands is None or all(c.kind in CommandKind for c in commands)
+
+
+def test_characters_that_crash_tree_sitter_bash_are_masked() -> None:
+    """tree-sitter-bash 0.25.1 segfaults on ``a{`` + U+E0100 (and other astral characters):
+    checked in a child, so a regression fails this test instead of killing the session."""
+    code = (
+        "from no_docker.ci.shell_commands import commands_of\n"
+        "class R:\n"
+        "    def script_has_stanza(self, p): return False\n"
+        "    def pytest_config_isolates(self): return False\n"
+        "for s in ['a{\\U000e0100', 'a{\\U000ee563', 'echo \\U0001f389 && no-docker run -- t', 'x\\ud800']:\n"
+        "    print([c.kind.value for c in commands_of(s, R()) or []])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[2] == "['neutral', 'isolated']"
+
+
+def test_lone_surrogate_in_a_step_name_is_checked() -> None:
+    text = workflow('name: "\\ud800"\n        run: no-docker run -- t', "run: make")
+    [finding] = check_workflow(text, "w.yml", FakeRepo())
+    assert finding.rule == RULE_ORDER
+
+
+YAMLISH = st.lists(
+    st.sampled_from(
+        [
+            "jobs:",
+            "steps:",
+            "- ",
+            "run: ",
+            "uses: x",
+            "continue-on-error: 1",
+            "{",
+            "}",
+            "[",
+            "]",
+            "'",
+            '"',
+            "#",
+            "\n",
+            "\t",
+            "  ",
+            "&a",
+            "*a",
+            "!!",
+            "|",
+            ">",
+            "%",
+            "@",
+            "\x00",
+            "\x07",
+            "`",
+            ": ",
+            "on:",
+        ]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(YAMLISH)
+def test_any_text_gives_findings_or_a_workflow_error_never_a_traceback(text: str) -> None:
+    try:
+        findings = check_workflow(text, "w.yml", FakeRepo())
+    except WorkflowError as err:
+        assert str(err).startswith(f"w.yml:{err.line}: ") and err.line >= 1, (text, str(err))
+        assert "\n" not in str(err), (text, str(err))
+    else:
+        assert all(f.file == "w.yml" and f.line >= 1 for f in findings), text

@@ -1,0 +1,210 @@
+"""Code a run leaves for later, outside, through git (found by the red-team review).
+
+Mounts protect only what exists when a run starts; git follows files the run can still create
+in the writable .git and work tree. ``plan.later_code_sources`` is taken before a run and after
+it has ended; ``plan.later_code_changes`` names what the run added. Real git, real runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from isolation_helpers import bwrap_works, run_no_docker, weakened_probe
+from no_docker.supervisor import plan
+
+GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@x", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+def git(*args: str, cwd) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def repo_with_gitlinks(path, version: int, object_format: str = "sha1"):
+    git("init", "-q", f"--object-format={object_format}", str(path), cwd=path.parent)
+    names = ["a", "deep/dir/sub", "deep/dir/sub2", "zz"]
+    (path / "a").write_text("x")
+    git("add", "a", cwd=path)
+
+    tree_oid = git("write-tree", cwd=path).strip()
+    for name in names[1:]:
+        git("update-index", "--add", "--cacheinfo", f"160000,{tree_oid},{name}", cwd=path)
+    if version >= 3:
+        (path / "ita").write_text("y")
+        git("add", "-N", "ita", cwd=path)  # intent-to-add: an entry with extended flags
+    git("update-index", f"--index-version={version}", cwd=path)
+    return names[1:]
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("object_format", ["sha1", "sha256"])
+def test_index_gitlinks_reads_what_git_wrote(tmp_path, version, object_format):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    expected = repo_with_gitlinks(repo, version, object_format)
+    data = (repo / ".git" / "index").read_bytes()
+    assert data[4:8] == version.to_bytes(4, "big")
+    ls = git("ls-files", "-s", cwd=repo).splitlines()
+    assert sorted(line.split("\t")[1] for line in ls if line.startswith("160000")) == sorted(expected)
+    assert plan.index_gitlinks(data, 32 if object_format == "sha256" else 20) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_index_gitlinks_refuses_garbage_without_crashing(data):
+    try:
+        links = plan.index_gitlinks(b"DIRC" + data)
+    except ValueError:
+        return
+    assert isinstance(links, list)
+
+
+def test_changes_are_reported_one_line_each():
+    before = {".git": "dir", ".git/commondir": "absent", ".git/modules": "a b", ".envrc": "absent"}
+    after = {".git": "dir", ".git/commondir": "file:/x sha256:1", ".git/modules": "a", ".envrc": "absent",
+             "sub/.git": "file:gitdir: ../e sha256:2"}
+    assert plan.later_code_changes(before, after) == [
+        ".git/commondir: absent -> file:/x sha256:1", "sub/.git: absent -> file:gitdir: ../e sha256:2"]
+    assert plan.later_code_changes(before, before) == []
+
+
+needs_bwrap = pytest.mark.skipif(bool(bwrap_works()), reason=str(bwrap_works()))
+
+EVIL_CONFIG = "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch MARKER; false\"\\n'"
+COMMONDIR = f"""
+mkdir -p evil/hooks && cp -r .git/objects .git/refs .git/HEAD evil/
+{EVIL_CONFIG} > evil/config
+echo "$PWD/evil" > .git/commondir
+"""
+SUBMODULE = f"""
+git init -q --bare evilgit && {EVIL_CONFIG} > evilgit/config && git config -f evilgit/config core.bare false
+mkdir sub && echo "gitdir: ../evilgit" > sub/.git
+git update-index --add --cacheinfo 160000,{EMPTY_TREE},sub
+"""
+# sub/.git/config is read-only and sub/.git cannot be renamed (a mount point), but sub can:
+EMBEDDED = f"""
+mv sub old-sub && mkdir sub && cp -r old-sub/.git sub/.git && {EVIL_CONFIG} > sub/.git/config
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("route", ["commondir", "new-submodule", "embedded-submodule", "envrc"])
+def test_what_a_run_leaves_for_git_outside_is_named(tmp_path, route):
+    # Each route, unchecked, made a later `git status` outside run the run's command (the
+    # marker file): shown here by running git outside after the run, then the audit names it.
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", str(repo), cwd=tmp_path)
+    git("commit", "-q", "--allow-empty", "-m", "init", cwd=repo)
+    marker = tmp_path / "ran-outside"
+    if route == "embedded-submodule":
+        git("init", "-q", str(repo / "sub"), cwd=repo)
+        git("commit", "-q", "--allow-empty", "-m", "s", cwd=repo / "sub")
+        head = git("rev-parse", "HEAD", cwd=repo / "sub").strip()
+        git("update-index", "--add", "--cacheinfo", f"160000,{head},sub", cwd=repo)
+    script = {"commondir": COMMONDIR, "new-submodule": SUBMODULE, "embedded-submodule": EMBEDDED,
+              "envrc": "echo 'touch MARKER' > .envrc"}[route].replace("MARKER", str(marker))
+    before = plan.later_code_sources(str(repo))
+    result = run_no_docker(["--quiet", "--", "sh", "-c", script], cwd=repo, env={**GIT_ENV})
+    if route == "embedded-submodule":
+        # Closed by mounts: sub/.git/config is read-only, sub/.git and sub are pinned (EBUSY).
+        assert result.returncode != 0 and "busy" in result.stderr, result.stderr
+        assert plan.later_code_changes(before, plan.later_code_sources(str(repo))) == []
+        subprocess.run(["sh", "-c", script], cwd=repo, env=GIT_ENV, check=True)  # the same, unsandboxed
+    else:
+        # run.py takes the same fingerprint before and after: the run is not reported clean.
+        assert result.returncode == 125, result.stderr
+        assert "P4 not proven: the run left code that runs later, outside" in result.stderr, result.stderr
+    changes = plan.later_code_changes(before, plan.later_code_sources(str(repo)))
+    assert changes, "the run left code for later and the audit did not see it"
+    if route != "envrc":
+        subprocess.run(["git", "status"], cwd=repo, env=GIT_ENV, capture_output=True, timeout=60)
+        # The route is real: without the audit, git outside ran the run's command.
+        assert marker.exists()
+
+
+@needs_bwrap
+def test_embedded_submodule_config_is_read_only_inside(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", str(repo), cwd=tmp_path)
+    git("init", "-q", str(repo / "sub"), cwd=repo)
+    git("commit", "-q", "--allow-empty", "-m", "s", cwd=repo / "sub")
+    head = git("rev-parse", "HEAD", cwd=repo / "sub").strip()
+    git("update-index", "--add", "--cacheinfo", f"160000,{head},sub", cwd=repo)
+    code = ("import sys\ntry:\n    open('sub/.git/config', 'a')\n    print('WRITABLE')\n"
+            "except OSError as e:\n    print('REFUSED', e.errno)\n")
+    result = run_no_docker(["--quiet", "--", sys.executable, "-I", "-S", "-c", code], cwd=repo)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("REFUSED 30"), result.stdout
+
+
+def test_pins_for_every_parent_between_a_writable_root_and_a_protected_path():
+    assert plan.pins_for(["/w/a/b/c", "/w/x", "/elsewhere/y"], ("/w",)) == ["/w/a/b", "/w/a"]
+    assert plan.pins_for(["/w"], ("/w",)) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.sampled_from("abc"), min_size=1, max_size=5), max_size=5))
+def test_pins_are_strictly_between_root_and_path(parts):
+    protected = ["/w/" + "/".join(p) for p in parts]
+    for pin in plan.pins_for(protected, ("/w",)):
+        assert pin.startswith("/w/") and any(p.startswith(pin + "/") for p in protected), (pin, protected)
+
+
+def test_a_dot_git_with_a_commondir_protects_the_common_config_and_hooks(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    git("init", "-q", str(work), cwd=tmp_path)
+    common = tmp_path / "common"
+    common.mkdir()
+    (common / "config").write_text("[core]\n")
+    (work / ".git" / "commondir").write_text(f"{common}\n")
+    pinned, protected, extra_rw = plan.git_layout(str(work))
+    assert str(common / "config") in protected and str(common / "hooks") in protected
+    # A common dir outside the work dir is never made writable: the commondir file may be the
+    # previous run's work (it could name /etc/cron.d).
+    assert str(work / ".git" / "config") in protected and extra_rw == []
+
+
+def test_git_config_code_paths_parser():
+    text = ('[core]\n\trepositoryformatversion = 0\n\thooksPath = .husky/_\n'
+            '[Include]\n  path = "../shared.inc"\n[includeIf "gitdir:~/w/"]\n\tpath = local.cfg\n'
+            '# hooksPath = no\n[alias]\n\thookspath = no\n')
+    assert plan.git_config_code_paths(text) == ([".husky/_"], ["../shared.inc", "local.cfg"])
+    assert plan.git_config_code_paths("") == ([], [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_git_config_code_paths_never_crashes(text):
+    hooks, includes = plan.git_config_code_paths(text)
+    assert all(isinstance(v, str) and v for v in hooks + includes)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("build", ["real", "no-protect-no-P4-writes"])
+def test_hooks_path_and_included_config_in_the_work_tree_are_read_only(tmp_path, build):
+    # husky sets core.hooksPath to a directory of the work tree; a repository may include a
+    # config file from it. Both run code at the next git command outside.
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", str(repo), cwd=tmp_path)
+    git("config", "core.hooksPath", ".husky", cwd=repo)
+    git("config", "include.path", "../team.gitconfig", cwd=repo)
+    script = ("for f in .husky/pre-commit team.gitconfig; do "
+              "(echo x >> $f) 2>/dev/null && echo WROTE $f || echo REFUSED $f; done")
+    # The weakened build also turns the probe's write tries off: it would catch .git/hooks.
+    extra = {} if build == "real" else {"weaken": ("no-protect",),
+                                        "probe": weakened_probe(tmp_path, ("P4w",))}
+    result = run_no_docker(["--quiet", "--", "sh", "-c", script], cwd=repo, env=GIT_ENV, **extra)
+    assert result.returncode == 0, result.stderr
+    verdict = "REFUSED" if build == "real" else "WROTE"
+    assert result.stdout.split("\n")[:2] == [f"{verdict} .husky/pre-commit", f"{verdict} team.gitconfig"]

@@ -1,0 +1,149 @@
+"""The /proc/net/unix and /proc/net/tcp parsers: pure functions over bytes."""
+
+from __future__ import annotations
+
+import pytest
+from no_docker.supervisor.listing import (
+    ListingError,
+    collect,
+    parse_proc_net_tcp,
+    parse_proc_net_unix,
+    summarize,
+)
+
+UNIX = (
+    b"Num       RefCount Protocol Flags    Type St Inode Path\n"
+    b"0000000000000000: 00000002 00000000 00010000 0001 01 31337 /run/docker.sock\n"
+    b"0000000000000000: 00000003 00000000 00000000 0001 03 31338 /run/docker.sock\n"
+    b"0000000000000000: 00000002 00000000 00010000 0001 01  1234 @/tmp/.X11-unix/X0\n"
+    b"0000000000000000: 00000002 00000000 00000000 0002 01  1235 /dev/log\n"
+    b"0000000000000000: 00000002 00000000 00010000 0001 01  1236 /tmp/with space/e.sock\n"
+    b"0000000000000000: 00000002 00000000 00010000 0001 01  1237 relative.sock\n"
+    b"ffff8881e3e0a400: 00000003 00000000 00000000 0001 03  1599\n"
+)
+TCP = (
+    b"  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    b"   0: 0100007F:094F 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1603 1 0\n"
+    b"   1: 0100007F:D2B4 0100007F:094F 01 00000000:00000000 00:00000000 00000000     0        0 1604 1 0\n"
+)
+TCP6 = (
+    b"  sl  local_address                         remote_address                        st tx_queue\n"
+    b"   0: 00000000000000000000000001000000:0948 00000000000000000000000000000000:0000 0A 00000000:0\n"
+)
+
+
+def test_unix_entries_names_and_listening():
+    entries = parse_proc_net_unix(UNIX)
+    names = [e.name for e in entries]
+    assert names == ["/run/docker.sock", "/run/docker.sock", "@/tmp/.X11-unix/X0", "/dev/log",
+                     "/tmp/with space/e.sock", "relative.sock"]
+    assert [e.listening for e in entries] == [True, False, True, False, True, True]
+    assert entries[3].sock_type == 2  # a bound datagram socket (sendto works): listed too
+
+
+def test_summary_sorts_kinds():
+    listing = summarize(parse_proc_net_unix(UNIX), parse_proc_net_tcp(TCP))
+    assert listing.unix_paths == ("/dev/log", "/run/docker.sock", "/tmp/with space/e.sock")
+    assert listing.abstract_names == ("/tmp/.X11-unix/X0",)
+    assert listing.relative_paths == ("relative.sock",)
+    assert listing.tcp_ports == (2383,)
+
+
+def test_tcp_and_tcp6_listening_ports_only():
+    assert parse_proc_net_tcp(TCP) == [0x094F]  # the connected 0xD2B4 is not listening
+    assert parse_proc_net_tcp(TCP6, source="/proc/net/tcp6") == [0x0948]
+
+
+@pytest.mark.parametrize("data, where", [
+    (b"", "header"),
+    (b"Num RefCount\n", "header"),
+    (UNIX + b"garbage line\n", ":9:"),
+    (UNIX.replace(b"00010000 0001 01 31337", b"0001000X 0001 01 31337"), ":2:"),
+    (UNIX.replace(b"01 31337 /run", b"01 31a37 /run"), ":2:"),
+    (UNIX.replace(b"0000000000000000: 00000002", b"0000000000000000 00000002", 1), ":2:"),
+])
+def test_malformed_unix_listing_is_an_error_naming_the_line(data, where):
+    with pytest.raises(ListingError, match=where):
+        parse_proc_net_unix(data, source="/proc/net/unix")
+
+
+@pytest.mark.parametrize("data", [b"", b"nonsense\n", TCP + b"   2: zz\n",
+                                  TCP.replace(b"0100007F:094F", b"0100007F094F")])
+def test_malformed_tcp_listing_is_an_error(data):
+    with pytest.raises(ListingError):
+        parse_proc_net_tcp(data)
+
+
+def test_collect_reads_this_machine_and_sees_our_own_listener(tmp_path):
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "mine.sock"))
+    sock.listen(1)
+    try:
+        listing = collect()
+    finally:
+        sock.close()
+    assert str(tmp_path / "mine.sock") in listing.unix_paths
+    assert listing.netns_read >= 1
+
+
+def test_collect_from_a_procfs_it_cannot_read_is_an_error(tmp_path):
+    with pytest.raises(ListingError, match="cannot read"):
+        collect(proc=str(tmp_path))
+
+
+def test_collect_from_a_malformed_procfs_is_an_error(tmp_path):
+    (tmp_path / "self" / "ns").mkdir(parents=True)
+    (tmp_path / "self" / "net").mkdir()
+    (tmp_path / "self" / "ns" / "net").symlink_to("net:[1]")
+    (tmp_path / "self" / "net" / "unix").write_bytes(UNIX + b"\x00broken\n")
+    (tmp_path / "self" / "net" / "tcp").write_bytes(TCP)
+    with pytest.raises(ListingError, match="cannot parse"):
+        collect(proc=str(tmp_path))
+
+
+def _diag_msg(port: int, state: int = 10) -> bytes:
+    body = bytes([2, state, 0, 0]) + port.to_bytes(2, "big") + bytes(2 + 32 + 4 + 8) + bytes(20)
+    return (16 + len(body)).to_bytes(4, "little") + (20).to_bytes(2, "little") + bytes(10) + body
+
+
+def _nl(kind: int, payload: bytes = b"") -> bytes:
+    return (16 + len(payload)).to_bytes(4, "little") + kind.to_bytes(2, "little") + bytes(10) + payload
+
+
+def test_inet_diag_messages_parse_to_listening_ports():
+    from no_docker.supervisor.listing import parse_inet_diag
+
+    ports, done = parse_inet_diag(_diag_msg(2375) + _diag_msg(8080, state=1) + _diag_msg(6443) + _nl(3))
+    assert (ports, done) == ([2375, 6443], True)
+    assert parse_inet_diag(_diag_msg(1)) == ([1], False)  # more to read
+
+
+@pytest.mark.parametrize("data, message", [
+    (_nl(2, (-1).to_bytes(4, "little", signed=True)), "sock_diag: error 1"),
+    ((100).to_bytes(4, "little") + bytes(12), "malformed netlink message"),
+    (_nl(20, b"\x02\x0a"), "short inet_diag_msg"),
+])
+def test_inet_diag_errors_are_listing_errors(data, message):
+    from no_docker.supervisor.listing import parse_inet_diag
+
+    with pytest.raises(ListingError, match=message):
+        parse_inet_diag(data)
+
+
+def test_netlink_and_proc_agree_on_a_real_listener():
+    import socket
+
+    from no_docker.supervisor.listing import _proc_tcp_ports, listening_tcp_ports_netlink
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    try:
+        port = sock.getsockname()[1]
+        fast, slow = listening_tcp_ports_netlink(), _proc_tcp_ports("/proc")
+    finally:
+        sock.close()
+    # Other listeners on this shared machine come and go between the two reads: compare ours.
+    assert port in fast and port in slow

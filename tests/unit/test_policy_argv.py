@@ -1,0 +1,141 @@
+"""``bwrap_argv`` is pure: these tests run nothing, they read the argv (DESIGN §4)."""
+
+from __future__ import annotations
+
+import pytest
+from no_docker.supervisor.policy import (
+    ALLOWED_ENV_NAMES,
+    FLAG_PROPERTIES,
+    PLAN_PATH,
+    Policy,
+    bwrap_argv,
+    env_allowlist,
+    env_name_denied,
+)
+
+POLICY = Policy(
+    work="/home/u/proj", chdir="/home/u/proj/sub", home="/home/u",
+    system_ro=("/usr", "/etc", "/var"), system_symlinks=(("/bin", "usr/bin"),),
+    hidden=("/run", "/tmp", "/var/tmp", "/dev/shm", "/home/u"),
+    toolchain_ro=("/home/u/.pyenv",), ro=("/data",), rw=("/scratch",),
+    pinned=("/home/u/proj/.git",), protected=("/home/u/proj/.git/hooks", "/home/u/proj/.git/config"),
+    masked=("/var/lib/x/engine.sock",), env=(("HOME", "/home/u"), ("PATH", "/usr/bin")),
+    probe_python="/home/u/.pyenv/versions/3.11.7/bin/python3.11",
+    probe_source="/home/u/proj/supervisor/probe.py",
+)
+CMD = ["sh", "-c", "echo hi"]
+
+
+def argv_of(policy: Policy = POLICY, command: list[str] = CMD) -> list[str]:
+    return bwrap_argv(policy, command, bwrap="/usr/bin/bwrap", data_fd=5, plan_fd=6, report_fd=7, status_fd=8)
+
+
+def options(argv: list[str]) -> list[str]:
+    """The bwrap part (before the first ``--``)."""
+    return argv[:argv.index("--")]
+
+
+def position(argv: list[str], *items: str) -> int:
+    """Index where ITEMS appear consecutively in ARGV."""
+    n = len(items)
+    for i in range(len(argv) - n + 1):
+        if tuple(argv[i:i + n]) == items:
+            return i
+    raise AssertionError(f"{items} not in argv: {argv}")
+
+
+def test_namespaces_session_and_capabilities():
+    opts = options(argv_of())
+    for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--clearenv"):
+        assert flag in opts
+    assert position(opts, "--cap-drop", "ALL")
+    assert "--share-net" not in opts
+
+
+def test_every_option_is_traceable_to_a_property():
+    opts = options(argv_of())
+    flags = {item for item in opts if item.startswith("--")}
+    unknown = flags - set(FLAG_PROPERTIES)
+    assert not unknown, f"flags without a property: {unknown}"
+    covered = {prop for flag in flags for prop in FLAG_PROPERTIES[flag]}
+    # P7 (only fds 0-2) is not a bwrap flag: the supervisor's spawn closes the rest.
+    assert covered >= {f"P{i}" for i in range(1, 12)} - {"P7"}
+
+
+def test_mount_order_hides_then_exposes_then_masks():
+    argv = argv_of()
+    system = position(argv, "--ro-bind", "/usr", "/usr")
+    proc = position(argv, "--proc", "/proc")
+    tmpfs_home = position(argv, "--tmpfs", "/home/u")
+    toolchain = position(argv, "--ro-bind", "/home/u/.pyenv", "/home/u/.pyenv")
+    work = position(argv, "--bind", "/home/u/proj", "/home/u/proj")
+    pinned = position(argv, "--bind", "/home/u/proj/.git", "/home/u/proj/.git")
+    hooks = position(argv, "--ro-bind", "/home/u/proj/.git/hooks", "/home/u/proj/.git/hooks")
+    mask = position(argv, "--ro-bind", "/dev/null", "/var/lib/x/engine.sock")
+    remount = position(argv, "--remount-ro", "/")
+    assert system < proc < tmpfs_home < toolchain < work < pinned < hooks < mask < remount
+
+
+def test_hidden_parents_before_children():
+    policy = Policy(**{**POLICY.__dict__, "hidden": ("/run/user/1000", "/run")})
+    argv = argv_of(policy)
+    assert position(argv, "--tmpfs", "/run") < position(argv, "--tmpfs", "/run/user/1000")
+
+
+def test_ro_inside_work_dir_wins_over_the_work_bind():
+    policy = Policy(**{**POLICY.__dict__, "ro": ("/home/u/proj/vendor",), "rw": ()})
+    argv = argv_of(policy)
+    assert position(argv, "--bind", "/home/u/proj", "/home/u/proj") < position(
+        argv, "--ro-bind", "/home/u/proj/vendor", "/home/u/proj/vendor")
+
+
+def test_environment_is_exactly_the_policy_env():
+    opts = options(argv_of())
+    pairs = [(opts[i + 1], opts[i + 2]) for i, item in enumerate(opts) if item == "--setenv"]
+    assert pairs == list(POLICY.env)
+    assert opts.index("--clearenv") < opts.index("--setenv")
+
+
+def test_probe_then_command():
+    argv = argv_of()
+    first = argv.index("--")
+    assert argv[first + 1:first + 4] == [POLICY.probe_python, "-I", "-S"]
+    assert argv[first + 4] == POLICY.probe_source
+    assert position(argv, "--plan-fd", "6") > first
+    assert position(argv, "--report-fd", "7") > first
+    second = argv.index("--", first + 1)
+    assert argv[second + 1:] == CMD
+    assert position(argv, "--ro-bind-data", "5", PLAN_PATH) < first
+    assert position(argv, "--json-status-fd", "8") < first
+
+
+def test_empty_command_is_refused():
+    with pytest.raises(ValueError, match="empty command"):
+        argv_of(command=[])
+
+
+@pytest.mark.parametrize("name", ["DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "CONTAINER_HOST",
+                                  "CONTAINERD_ADDRESS", "KUBECONFIG", "BUILDKIT_HOST", "SSH_AUTH_SOCK",
+                                  "DBUS_SESSION_BUS_ADDRESS", "BASH_ENV", "ENV", "ZDOTDIR",
+                                  "PROMPT_COMMAND", "LD_PRELOAD", "BASH_FUNC_docker%%", "XDG_RUNTIME_DIR"])
+def test_denied_names_never_pass_even_when_kept(name):
+    assert env_name_denied(name)
+    assert name not in env_allowlist({name: "x"}, keep=(name,))
+
+
+def test_allowlist_passes_only_known_and_kept_names():
+    outside = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C", "SECRET": "s", "MY_VAR": "1"}
+    assert env_allowlist(outside) == {"PATH": "/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C"}
+    assert env_allowlist(outside, keep=("MY_VAR",))["MY_VAR"] == "1"
+    assert all(not env_name_denied(n) for n in ALLOWED_ENV_NAMES)
+
+
+def test_init_memory_masked_right_after_proc_and_seccomp_fd_passed_when_given():
+    opts = options(argv_of())
+    proc = position(opts, "--proc", "/proc")
+    assert proc < position(opts, "--ro-bind", "/dev/null", "/proc/1/mem") < position(opts, "--dev", "/dev")
+    assert position(opts, "--ro-bind", "/dev/null", "/proc/1/task/1/mem")
+    assert "--seccomp" not in opts
+    with_filter = bwrap_argv(POLICY, CMD, bwrap="/usr/bin/bwrap", data_fd=5, plan_fd=6, report_fd=7,
+                             status_fd=8, seccomp_fd=9)
+    assert position(options(with_filter), "--seccomp", "9")
