@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from no_docker.supervisor import markers
@@ -111,10 +112,10 @@ def test_run_ids_are_validated():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
-    max_leaves=12)
+JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) \
+    | st.text()
+JSON_VALUES = st.deferred(lambda: JSON_SCALARS | st.lists(JSON_VALUES, max_size=4)
+                          | st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=4))
 
 
 @settings(max_examples=300, deadline=None)
@@ -123,3 +124,33 @@ def test_hand_written_json_is_what_json_dumps_writes(value):
     text = markers.to_json_text(value)
     assert text == json.dumps(value, sort_keys=True)
     assert json.loads(text) == value
+
+
+def test_run_json_has_every_field_in_declaration_order_then_the_version():
+    # The explicit conversion that replaced dataclasses.asdict: same keys, same order, same values.
+    rec = markers.RunRecord("r1", Identity(1, 2), "boot", ["a", "b"], state=markers.RUNNING, created=12.5,
+                            ns_id=9, ns_inode=4026531836, ns_depth=1, init=Identity(5, 6),
+                            launcher=Identity(7, 8), cgroup={"v2": "/x", "pids_v1": None}, detail="d")
+    data = rec.to_json()
+    assert data == {
+        "run_id": "r1", "owner": {"pid": 1, "start_time": 2}, "boot_id": "boot", "command": ["a", "b"],
+        "state": "running", "created": 12.5, "ns_id": 9, "ns_inode": 4026531836, "ns_depth": 1,
+        "init": {"pid": 5, "start_time": 6}, "launcher": {"pid": 7, "start_time": 8},
+        "cgroup": {"v2": "/x", "pids_v1": None}, "detail": "d", "version": markers.VERSION,
+    }
+    assert list(data) == [*markers.RunRecord.__record_fields__, "version"]
+    # copies, as asdict made: changing the JSON object leaves the record alone
+    data["command"].append("c")
+    data["cgroup"]["v2"] = "/y"
+    assert rec.command == ["a", "b"] and rec.cgroup == {"v2": "/x", "pids_v1": None}
+    bare = markers.RunRecord("r2", Identity(1, 2), "boot", []).to_json()
+    assert (bare["init"], bare["launcher"], bare["cgroup"], bare["detail"]) == (None, None, None, "")
+    assert markers.RunRecord.from_json(json.loads(markers.to_json_text(data))).command == ["a", "b", "c"]
+
+
+def test_a_record_is_stamped_when_it_is_made_not_when_its_class_was():
+    before = time.time()
+    rec = markers.RunRecord("r1", Identity(1, 2), "boot", [])
+    # a Factory default: called per record (a plain default would be the import time)
+    assert isinstance(rec.created, float) and rec.created >= before - 1.0
+    assert markers.RunRecord("r2", Identity(1, 2), "boot", [], created=5.0).created == 5.0
