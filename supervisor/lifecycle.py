@@ -344,6 +344,10 @@ def refuse_if_stale(state: Path, procfs: ProcFS) -> None:
         try:
             record = markers.read_record(directory)
         except markers.CorruptMarker as err:
+            if not os.path.lexists(directory):
+                # Its owner removed it between our listing and our read (remove_marker renames
+                # the directory away first): a run that ended cleanly, not a corrupt marker.
+                continue
             raise NotProven("earlier runs ended", str(err),
                             f"inspect it, then remove {directory}") from err
         if markers.owner_alive(record, procfs, boot):

@@ -10,7 +10,6 @@ the suite's summary says the T-series is INCOMPLETE: a skipped case never counts
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
 import re
@@ -151,22 +150,6 @@ def route_of(record: dict) -> str | None:
         canary = require("no_docker.canary", "the canary's route_of")
         canary_route_of = canary.route_of
     return canary_route_of(record)
-
-
-def tree_digest(*roots: Path) -> dict[str, str]:
-    """{path: sha256 | 'dir' | 'special' | 'absent'} under roots: to show that nothing changed."""
-    out = {}
-    for root in roots:
-        if not root.exists():
-            out[str(root)] = "absent"
-            continue
-        for dirpath, _, filenames in os.walk(root):
-            out[dirpath] = "dir"
-            for name in filenames:
-                path = Path(dirpath) / name
-                regular = path.is_file() and not path.is_symlink()
-                out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest() if regular else "special"
-    return out
 
 
 # --------------------------------------------------------------------------- completeness summary

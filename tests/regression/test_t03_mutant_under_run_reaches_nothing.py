@@ -15,8 +15,8 @@ from conftest import (
     mutant_argv,
     no_docker_argv,
     parse_route_log,
-    tree_digest,
 )
+from no_docker.supervisor.prove import tree_digest
 
 ROUTES = declared_route_ids("network") + declared_route_ids("persistence")
 

@@ -154,3 +154,38 @@ def test_a_record_is_stamped_when_it_is_made_not_when_its_class_was():
     # a Factory default: called per record (a plain default would be the import time)
     assert isinstance(rec.created, float) and rec.created >= before - 1.0
     assert markers.RunRecord("r2", Identity(1, 2), "boot", [], created=5.0).created == 5.0
+
+
+def test_a_marker_removed_between_listing_and_reading_is_skipped(tmp_path, monkeypatch):
+    # Regression (8 concurrent runs, 1 of 27 exited 125 "no run.json"): the owner of a run that
+    # ended cleanly removed its marker after our stale check listed it and before it read it.
+    directory = markers.create_marker(tmp_path, _record(markers.own_identity(), state=markers.RUNNING))
+    listed = markers.list_markers(tmp_path)
+    markers.remove_marker(directory)
+    monkeypatch.setattr(markers, "list_markers", lambda state: listed)
+    refuse_if_stale(tmp_path, ProcFS())  # must not raise
+
+
+def test_a_marker_without_its_record_still_refuses(tmp_path):
+    directory = tmp_path / markers.new_run_id()
+    directory.mkdir()
+    with pytest.raises(NotProven, match="no run.json"):
+        refuse_if_stale(tmp_path, ProcFS())
+
+
+def test_removal_never_shows_a_listed_marker_without_its_record(tmp_path):
+    # remove_marker renames first, so no listing sees the directory once run.json is gone.
+    directory = markers.create_marker(tmp_path, _record(markers.own_identity(), state=markers.RUNNING))
+    real_unlink = os.unlink
+    seen: list[list] = []
+
+    def watching_unlink(path, *args, **kwargs):
+        seen.append(markers.list_markers(tmp_path))
+        return real_unlink(path, *args, **kwargs)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(markers.os, "unlink", watching_unlink):
+        markers.remove_marker(directory)
+    assert seen and all(listing == [] for listing in seen), seen
+    assert not directory.exists() and list(tmp_path.iterdir()) == []
