@@ -662,6 +662,13 @@ class OuterGuard:
         state_dir = os.environ.get("NO_DOCKER_STATE_DIR")
         if state_dir and os.path.isdir(state_dir):
             keep.append(os.path.abspath(state_dir))
+        # The toolchain the guard's commands run with (the venv, the Python it was made from,
+        # no-docker's own source in an editable install) may lie under a directory the guard
+        # hides, e.g. a CI clone in /tmp: bind it back, or nothing could start inside.
+        for path in (sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parent.parent)):
+            real = os.path.realpath(path)
+            if any(real.startswith(tmp + "/") for tmp in ("/tmp", "/var/tmp")) and real not in keep:
+                keep.append(real)
         for path in keep:
             for hidden in ("/run", "/var/run", "/dev/shm"):
                 if path == hidden or path.startswith(hidden + "/"):
