@@ -403,6 +403,19 @@ def _write_atomically(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def toolchain_dirs() -> list[str]:
+    """Where the Python code the guard starts comes from: the venv and its base Python, every
+    ``PYTHONPATH`` entry, and the folders of the ``no_docker`` parts in use (as imported, and
+    with symlinks resolved: a weakened copy imports them through a folder of symlinks)."""
+    dirs = [sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parent.parent)]
+    dirs += [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None) if name.startswith("no_docker.") else None
+        if where:
+            dirs.append(os.path.dirname(os.path.dirname(os.path.abspath(where))))
+    return list(dict.fromkeys(dirs))
+
+
 def _hide(config: Mapping) -> list[str]:
     """Mount the tmpfs layers and re-bind the directories the caller shares. Returns problems."""
     problems = []
@@ -663,9 +676,9 @@ class OuterGuard:
         if state_dir and os.path.isdir(state_dir):
             keep.append(os.path.abspath(state_dir))
         # The toolchain the guard's commands run with (the venv, the Python it was made from,
-        # no-docker's own source in an editable install) may lie under a directory the guard
-        # hides, e.g. a CI clone in /tmp: bind it back, or nothing could start inside.
-        for path in (sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parent.parent)):
+        # no-docker's own source in an editable install, PYTHONPATH) may lie under a directory
+        # the guard hides, e.g. a CI clone in /tmp: bind it back, or nothing could start inside.
+        for path in toolchain_dirs():
             real = os.path.realpath(path)
             if any(real.startswith(tmp + "/") for tmp in ("/tmp", "/var/tmp")) and real not in keep:
                 keep.append(real)
