@@ -42,7 +42,7 @@ def test_a_skipped_t_case_makes_the_summary_incomplete(tmp_path):
         import pytest
 
         def test_ran():
-            assert True
+            pass  # a T-case that runs and passes
 
         def test_skipped():
             pytest.skip("no user namespaces on this machine")
@@ -56,7 +56,7 @@ def test_a_skipped_t_case_makes_the_summary_incomplete(tmp_path):
 def test_no_skip_means_complete(tmp_path):
     out = _suite(tmp_path, """
         def test_ran():
-            assert True
+            pass  # a T-case that runs and passes
     """)
     assert "T-series: complete - 1 T-cases ran, none skipped" in out, out
     assert "INCOMPLETE" not in out
