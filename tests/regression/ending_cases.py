@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -297,3 +298,27 @@ sys.exit(main(["run", *sys.argv[3:]]))
 
 def patched_run_argv(mode: str, fake: Path, *run_args: str) -> list[str]:
     return [sys.executable, "-c", PATCHED_RUN, mode, str(fake), *run_args]
+
+
+def ending_not_proven_then_end(tmp_path: Path, mode: str, fake: Path, script: str) -> str:
+    """T-27/T-33 shape: a run whose ending ``patched_run_argv(mode)`` makes unprovable is sent
+    SIGTERM once CMD printed "ready"; it must exit 125 naming `no-docker end RUN_ID`, keep its
+    marker as ``not-proven``, and that exact command must then finish the job. Returns the
+    supervisor's stderr for the case's own checks. The caller reaps by token."""
+    argv = patched_run_argv(mode, fake, "--end-timeout", "1", "--", "sh", "-c", script)
+    sup = Supervisor([], cwd=tmp_path, argv=argv)
+    try:
+        sup.wait_line("ready")
+        sup.signal(signal.SIGTERM)  # the ending starts while the run's processes are alive
+        code, err = sup.finish()
+    finally:
+        sup.kill()
+    assert code == 125, err
+    found = re.search(r"no-docker end (\S+)", err)
+    assert found, err
+    rows = runs_json()
+    assert [(r["run_id"], r["state"]) for r in rows] == [(found.group(1), "not-proven")], rows
+    ended = subprocess.run(cli("end", found.group(1)), capture_output=True, text=True, timeout=60)
+    assert ended.returncode == 0, ended.stderr
+    assert runs_json() == []
+    return err
