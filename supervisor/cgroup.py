@@ -21,13 +21,16 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 from .record import Factory, record
 
-V1_PIDS_ROOT = Path("/sys/fs/cgroup/pids")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+# Paths are plain str, not pathlib.Path: importing pathlib (re, fnmatch, urllib.parse, enum)
+# costs 10-14 ms of every `no-docker run -- true` (DESIGN §10 budget: 30 ms).
+V1_PIDS_ROOT = "/sys/fs/cgroup/pids"
 GROUP_DIR = "no-docker"
 
 
@@ -35,7 +38,7 @@ class CgroupError(Exception):
     """The run's cgroup could not be made, limited, killed or removed."""
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.write(fd, text.encode())
@@ -56,7 +59,7 @@ def parse_events(data: str) -> dict[str, int]:
     return result
 
 
-def cgroup2_mounts(mountinfo: str) -> list[Path]:
+def cgroup2_mounts(mountinfo: str) -> list[str]:
     """Mount points of cgroup2 file systems in /proc/self/mountinfo text (man 5 proc_pid_mountinfo)."""
     mounts = []
     for line in mountinfo.splitlines():
@@ -66,7 +69,7 @@ def cgroup2_mounts(mountinfo: str) -> list[Path]:
         if right.split(" ", 1)[0] == "cgroup2":
             fields = left.split(" ")
             if len(fields) >= 5:
-                mounts.append(Path(fields[4].replace("\\040", " ")))
+                mounts.append(fields[4].replace("\\040", " "))
     return mounts
 
 
@@ -84,10 +87,10 @@ def own_v2_path(proc_cgroup: str) -> str | None:
 class RunCgroup:
     """The cgroups of one run: a v2 leaf (may be None) and a v1 pids cgroup (may be None)."""
 
-    path: Path | None
-    pids_v1: Path | None = None
+    path: str | None
+    pids_v1: str | None = None
     _fds: list[int] = Factory(list, repr=False)  # type: ignore[assignment]
-    _home: list[tuple[Path, Path]] = Factory(list, repr=False)  # type: ignore[assignment]
+    _home: list[tuple[str, str]] = Factory(list, repr=False)  # type: ignore[assignment]
 
     # -- spawning into it
 
@@ -102,7 +105,7 @@ class RunCgroup:
         self.close_hook()
         for directory in (self.path, self.pids_v1):
             if directory is not None:
-                self._fds.append(os.open(directory / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC))
+                self._fds.append(os.open(f"{directory}/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC))
         fds = tuple(self._fds)
 
         def enter() -> None:
@@ -115,16 +118,6 @@ class RunCgroup:
         while self._fds:
             os.close(self._fds.pop())
 
-    @contextmanager
-    def entered_for_spawn(self) -> Iterator[None]:
-        """Children spawned inside the block are born in the run's cgroups (posix_spawn has no
-        preexec hook); the caller moves back on leaving. Single-threaded callers only."""
-        self.enter_self()
-        try:
-            yield
-        finally:
-            self.leave_self()
-
     def enter_self(self) -> None:
         """Move the calling process into the run's cgroups (see ``RunLifecycle.cgroup_entered``)."""
         self._home = [(directory, own_cgroup_dir(directory)) for directory in (self.path, self.pids_v1)
@@ -133,13 +126,13 @@ class RunCgroup:
 
     def leave_self(self) -> None:
         for _, home in self._home:
-            _write(home / "cgroup.procs", str(os.getpid()))
+            _write(f"{home}/cgroup.procs", str(os.getpid()))
         self._home = []
 
     def add(self, pid: int) -> None:
         for directory in (self.path, self.pids_v1):
             if directory is not None:
-                _write(directory / "cgroup.procs", str(pid))
+                _write(f"{directory}/cgroup.procs", str(pid))
 
     # -- state
 
@@ -147,7 +140,7 @@ class RunCgroup:
         if self.path is None:
             return {}
         try:
-            return parse_events((self.path / "cgroup.events").read_text())
+            return parse_events(_read(f"{self.path}/cgroup.events"))
         except FileNotFoundError:
             return {"populated": 0}
         except OSError as err:
@@ -160,7 +153,7 @@ class RunCgroup:
         if self.path is None:
             return []
         try:
-            return [int(x) for x in (self.path / "cgroup.procs").read_text().split()]
+            return [int(x) for x in _read(f"{self.path}/cgroup.procs").split()]
         except FileNotFoundError:
             return []
 
@@ -182,7 +175,7 @@ class RunCgroup:
         if self.path is None:
             return False
         try:
-            _write(self.path / "cgroup.kill", "1")
+            _write(f"{self.path}/cgroup.kill", "1")
         except FileNotFoundError:
             return False
         except OSError as err:
@@ -195,7 +188,7 @@ class RunCgroup:
         ``cgroup.kill``)."""
         if self.path is None:
             return False
-        _write(self.path / "cgroup.freeze", "1" if frozen else "0")
+        _write(f"{self.path}/cgroup.freeze", "1" if frozen else "0")
         deadline = time.monotonic() + 1.0 if deadline is None else deadline
         delay = 0.0005
         while self.events().get("frozen", 0) != int(frozen):
@@ -241,30 +234,42 @@ class RunCgroup:
         v2, v1 = record.get("v2"), record.get("pids_v1")
         if v2 is None and v1 is None:
             return None
-        return cls(Path(v2) if v2 else None, Path(v1) if v1 else None)
+        return cls(v2 or None, v1 or None)
 
 
-def own_cgroup_dir(leaf: Path) -> Path:
+def own_cgroup_dir(leaf: str, proc_cgroup: str | None = None) -> str:
     """Our current cgroup in the hierarchy that ``leaf`` belongs to (v2 or v1 pids)."""
-    text = Path("/proc/self/cgroup").read_text()
+    text = _read("/proc/self/cgroup") if proc_cgroup is None else proc_cgroup
+    leaf = os.path.normpath(leaf)
     for mount in (V1_PIDS_ROOT,):
-        if leaf.is_relative_to(mount):
+        if leaf == mount or leaf.startswith(mount + "/"):
             for line in text.splitlines():
                 _, controllers, path = line.split(":", 2)
                 if "pids" in controllers.split(","):
-                    return mount / path.lstrip("/")
+                    return _join(mount, path)
     own = own_v2_path(text) or "/"
     # the v2 mount is the part of ``leaf`` above "<own>/no-docker/<id>"
-    mount = leaf.parent.parent
+    mount = os.path.dirname(os.path.dirname(leaf))
     for _ in own.strip("/").split("/") if own.strip("/") else []:
-        mount = mount.parent
-    return mount / own.lstrip("/")
+        mount = os.path.dirname(mount)
+    return _join(mount, own)
+
+
+def _join(base: str, cgroup_path: str) -> str:
+    """BASE + a /proc/PID/cgroup path (absolute within the hierarchy; "/" is the root)."""
+    rest = cgroup_path.strip("/")
+    return os.path.join(base, rest) if rest else base
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 # --- making one ---------------------------------------------------------------------------
 
 
-def _is_delegated(path: Path) -> bool:
+def _is_delegated(path: str) -> bool:
     for name in ("user.delegate", "trusted.delegate"):
         try:
             if os.getxattr(path, name) == b"1":
@@ -276,20 +281,20 @@ def _is_delegated(path: Path) -> bool:
 
 def v2_parent(
     mountinfo: str | None = None, proc_cgroup: str | None = None, systemd: bool | None = None
-) -> Path | None:
+) -> str | None:
     """Where the run's ``no-docker/<id>`` leaf may be created, or None (go without)."""
     if mountinfo is None:
-        mountinfo = Path("/proc/self/mountinfo").read_text()
+        mountinfo = _read("/proc/self/mountinfo")
     if proc_cgroup is None:
-        proc_cgroup = Path("/proc/self/cgroup").read_text()
+        proc_cgroup = _read("/proc/self/cgroup")
     if systemd is None:
-        systemd = Path("/run/systemd/system").is_dir()
+        systemd = os.path.isdir("/run/systemd/system")
     own = own_v2_path(proc_cgroup)
     if own is None:
         return None
     for mount in cgroup2_mounts(mountinfo):
-        base = mount / own.lstrip("/")
-        if not (base / "cgroup.procs").exists() or not os.access(base, os.W_OK):
+        base = _join(mount, own)
+        if not os.path.exists(f"{base}/cgroup.procs") or not os.access(base, os.W_OK):
             continue
         if systemd and not _is_delegated(base):
             return None
@@ -297,15 +302,15 @@ def v2_parent(
     return None
 
 
-def _v2_has_pids(parent: Path) -> bool:
+def _v2_has_pids(parent: str) -> bool:
     try:
-        return "pids" in (parent / "cgroup.controllers").read_text().split()
+        return "pids" in _read(f"{parent}/cgroup.controllers").split()
     except OSError:
         return False
 
 
-def create(run_id: str, *, max_pids: int | None = None, parent: Path | None = None,
-           v1_pids_root: Path | None = V1_PIDS_ROOT) -> RunCgroup | None:
+def create(run_id: str, *, max_pids: int | None = None, parent: str | os.PathLike[str] | None = None,
+           v1_pids_root: str | os.PathLike[str] | None = V1_PIDS_ROOT) -> RunCgroup | None:
     """Make the run's cgroups. None when no v2 leaf can be made and no limit was asked for.
 
     Raises ``CgroupError`` when ``max_pids`` was asked for and cannot be enforced.
@@ -315,29 +320,31 @@ def create(run_id: str, *, max_pids: int | None = None, parent: Path | None = No
             parent = v2_parent()
         except OSError:
             parent = None
-    leaf: Path | None = None
-    pids_v1: Path | None = None
-    made: list[Path] = []
+    parent = None if parent is None else os.fspath(parent)
+    v1_pids_root = None if v1_pids_root is None else os.fspath(v1_pids_root)
+    leaf: str | None = None
+    pids_v1: str | None = None
+    made: list[str] = []
     try:
         if parent is not None:
-            group = parent / GROUP_DIR
+            group = os.path.join(parent, GROUP_DIR)
             try:
                 _mkdir(group, exist_ok=True)
-                leaf = group / run_id
+                leaf = os.path.join(group, run_id)
                 _mkdir(leaf)
                 made.append(leaf)
             except OSError:
                 leaf = None  # not writable after all: the pid namespace alone must suffice
         if max_pids is not None:
             if leaf is not None and _v2_has_pids(group):
-                _write(leaf / "pids.max", str(max_pids))
-            elif v1_pids_root is not None and (v1_pids_root / "cgroup.procs").exists():
-                v1_group = v1_pids_root / GROUP_DIR
+                _write(f"{leaf}/pids.max", str(max_pids))
+            elif v1_pids_root is not None and os.path.exists(f"{v1_pids_root}/cgroup.procs"):
+                v1_group = os.path.join(v1_pids_root, GROUP_DIR)
                 _mkdir(v1_group, exist_ok=True)
-                pids_v1 = v1_group / run_id
+                pids_v1 = os.path.join(v1_group, run_id)
                 _mkdir(pids_v1)
                 made.append(pids_v1)
-                _write(pids_v1 / "pids.max", str(max_pids))
+                _write(f"{pids_v1}/pids.max", str(max_pids))
             else:
                 raise CgroupError("no pids controller (v2 or v1) is usable here")
     except OSError as err:
@@ -359,7 +366,7 @@ def create(run_id: str, *, max_pids: int | None = None, parent: Path | None = No
     return RunCgroup(leaf, pids_v1)
 
 
-def _mkdir(path: Path, exist_ok: bool = False) -> None:
+def _mkdir(path: str, exist_ok: bool = False) -> None:
     try:
         os.mkdir(path, 0o755)
     except FileExistsError:

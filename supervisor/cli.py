@@ -7,7 +7,6 @@ aiohttp or tree-sitter (DESIGN §2).
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NoDockerError
@@ -61,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     module_name = COMMANDS[name][0]
     try:
-        module = importlib.import_module(module_name)
+        __import__(module_name)  # not importlib.import_module: importlib costs on every run
+        module = sys.modules[module_name]
     except ModuleNotFoundError as err:
         if err.name is None or not module_name.startswith(err.name):
             raise

@@ -8,8 +8,8 @@ whose owner is alive belongs to someone; it is refused unless ``--force``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from pathlib import Path
 
 from . import markers
 from .cgroup import RunCgroup
@@ -48,9 +48,9 @@ def main(argv: list[str]) -> int:
     for run_id in args.run_ids:
         if not markers.valid_run_id(run_id):
             raise UsageError(f"end: {run_id!r} is not a run id")
-        if not markers.marker_dir(state, run_id).is_dir():
+        if not os.path.isdir(markers.marker_dir(state, run_id)):
             raise UsageError(f"end: no run {run_id} in {state} (no-docker runs lists them)")
-    if not state.exists():
+    if not os.path.exists(state):
         print("no-docker: no runs", file=sys.stderr)
         return 0
     markers.ensure_state_dir(state)
@@ -65,8 +65,8 @@ def main(argv: list[str]) -> int:
     return status
 
 
-def end_one(directory: Path, procfs: ProcFS, *, force: bool, timeout: float, skip_live: bool) -> int:
-    run_id = directory.name
+def end_one(directory: str, procfs: ProcFS, *, force: bool, timeout: float, skip_live: bool) -> int:
+    run_id = os.path.basename(directory)
     try:
         record = markers.read_record(directory)
     except markers.CorruptMarker as err:

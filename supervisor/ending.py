@@ -24,13 +24,16 @@ import _signal as signal
 import os
 import select
 import time
-from collections.abc import Callable
 
 from .cgroup import CgroupError, RunCgroup
 from .membership import LiveTable, Membership, RunNamespace
 from .procfs import NsIdentity, ProcessGone, ProcFS, ProcfsError, Unreadable
 from .record import Factory, record
 from .snapshot import Identity, Marker, PassResult, Verdict, take_pass, verdict
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:  # collections.abc costs milliseconds at import on every `no-docker run`
+    from collections.abc import Callable
 
 DEFAULT_TIMEOUT = 10.0
 

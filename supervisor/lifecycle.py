@@ -19,12 +19,9 @@ with state ``not-proven`` and ``life.end_command()`` is the exact command that f
 
 from __future__ import annotations
 
+import _thread
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from types import TracebackType
 
 from . import markers
 from .cgroup import CgroupError, RunCgroup
@@ -35,24 +32,36 @@ from .membership import RunNamespace
 from .procfs import ProcessGone, ProcFS, ProcfsError
 from .snapshot import Identity
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    # Not at run time: collections.abc, contextlib, pathlib and types cost 10-15 ms of every
+    # `no-docker run -- true` together (DESIGN §10: 30 ms); paths here are plain str.
+    from collections.abc import Callable
+    from types import TracebackType
+
 
 class RunLifecycle:
     def __init__(self, command: list[str], *, max_pids: int | None = None,
                  end_timeout: float = DEFAULT_TIMEOUT, procfs: ProcFS | None = None,
-                 state: Path | None = None, use_cgroup: bool = True,
-                 check_stale: bool = True, subreaper: bool = False) -> None:
+                 state: str | os.PathLike[str] | None = None, use_cgroup: bool = True,
+                 check_stale: bool = True, subreaper: bool = False,
+                 enter_cgroup_early: bool = False) -> None:
         self.command = list(command)
         self.max_pids = max_pids
         self.end_timeout = end_timeout
         self.procfs = procfs or ProcFS()
-        self.state = state
+        self.state = None if state is None else os.fspath(state)
         self.use_cgroup = use_cgroup
         self.check_stale = check_stale
         self.subreaper = subreaper  # become a child subreaper when there is no cgroup
+        # Start moving ourselves into the run's cgroup as soon as it exists (see _start_entering).
+        self.enter_cgroup_early = enter_cgroup_early
+        self._entering: _thread.LockType | None = None  # held until the background move is done
+        self._entering_error: BaseException | None = None
         self.is_subreaper = False
         self.run_id = markers.new_run_id()
         self.record: markers.RunRecord | None = None
-        self.directory: Path | None = None
+        self.directory: str | None = None
         self.cgroup: RunCgroup | None = None
         self.namespace: RunNamespace | None = None
         self.init_pidfd: int | None = None
@@ -69,8 +78,11 @@ class RunLifecycle:
         self.record = markers.RunRecord(
             run_id=self.run_id, owner=markers.own_identity(self.procfs),
             boot_id=self.procfs.boot_id(), command=self.command)
-        self.directory = markers.create_marker(self.state, self.record)
         try:
+            # The cgroups before the marker, so that run.json is written once, naming them (each
+            # write is a measurable part of `run -- true`). A supervisor SIGKILLed between the
+            # mkdir and the marker leaves an empty cgroup that no marker names; the same window
+            # was there before, between the mkdir and a second write of run.json.
             if self.use_cgroup or self.max_pids is not None:
                 try:
                     self.cgroup = create_cgroup(self.run_id, max_pids=self.max_pids)
@@ -81,9 +93,11 @@ class RunLifecycle:
                     os.rmdir(self.cgroup.path)
                     self.cgroup.path = None
                 self.record.cgroup = None if self.cgroup is None else self.cgroup.as_record()
-                self._save()
+            self.directory = markers.create_marker(self.state, self.record)
             if (self.cgroup is None or self.cgroup.path is None) and self.subreaper:
                 self.is_subreaper = _become_subreaper()
+            if self.cgroup is not None and self.enter_cgroup_early:
+                self._start_entering()
         except BaseException:
             self._discard()
             raise
@@ -94,17 +108,65 @@ class RunLifecycle:
         self.spawning()
         return None if self.cgroup is None else self.cgroup.spawn_hook()
 
-    @contextmanager
-    def cgroup_entered(self) -> Iterator[None]:
-        """Within the block the supervisor itself is in the run's cgroups, so a child it
-        spawns (posix_spawn has no preexec hook) is born inside; on leaving, it moves back.
-        Single-threaded, so nothing else of ours is forked meanwhile."""
+    def cgroup_entered(self) -> _CgroupEntered:
+        """``with life.cgroup_entered():`` within the block the supervisor itself is in the
+        run's cgroups, so a child it spawns (posix_spawn has no preexec hook) is born inside;
+        on leaving, it moves back. Nothing else of ours is forked meanwhile."""
+        return _CgroupEntered(self)
+
+    def _start_entering(self) -> None:
+        """Move ourselves into the run's cgroup on a thread while the caller goes on (lists the
+        outside, builds the policy). The first ``cgroup.procs`` write of a while waits for an RCU
+        grace period: ``cgroup_attach_lock`` takes ``cgroup_threadgroup_rwsem`` for writing, and
+        ``percpu_down_write`` must first ``rcu_sync_enter`` (kernel/cgroup/cgroup.c,
+        kernel/locking/percpu-rwsem.c); measured 7-28 ms here, most of `run -- true` otherwise.
+        The wait sleeps in the kernel (the GIL is released in write(2)), so it overlaps.
+        Being in the cgroup early is harmless: we fork nothing before bwrap, and every path out
+        (``end``, ``_discard``) moves back before the cgroup is killed or removed."""
+        cgroup = self.cgroup
+        assert cgroup is not None and self._entering is None
+        done = _thread.allocate_lock()
+        done.acquire()
+
+        def move() -> None:
+            try:
+                cgroup.enter_self()
+            except BaseException as err:  # handed to the main thread by _finish_entering
+                self._entering_error = err
+            finally:
+                done.release()
+
+        self._entering = done
+        _thread.start_new_thread(move, ())
+
+    def _finish_entering(self) -> None:
+        """Wait for a background move into the cgroup; re-raise what it raised."""
+        done, self._entering = self._entering, None
+        if done is None:
+            return
+        done.acquire()
+        err, self._entering_error = self._entering_error, None
+        if err is not None:
+            raise err
+
+    def _enter_cgroup(self) -> None:
         self.spawning()
         if self.cgroup is None:
-            yield
             return
-        with self.cgroup.entered_for_spawn():
-            yield
+        if self._entering is not None:
+            self._finish_entering()
+        else:
+            self.cgroup.enter_self()
+
+    def _leave_cgroup(self) -> None:
+        """Back to where we came from (idempotent): before the cgroup is killed or removed."""
+        if self._entering is not None:
+            try:
+                self._finish_entering()
+            except OSError:
+                pass  # the move failed: leave_self moves back whatever part of it was done
+        if self.cgroup is not None:
+            self.cgroup.leave_self()
 
     def spawning(self) -> None:
         """Record that processes of the run may exist from now on (before spawning them)."""
@@ -117,8 +179,9 @@ class RunLifecycle:
         if self.cgroup is not None:
             self.cgroup.close_hook()
         try:
+            # Not written now: nothing reads the launcher back (the ending kills through the
+            # namespace and the cgroup), so it goes to disk with set_init's write, saving one.
             self.record.launcher = Identity(pid, self.procfs.stat(pid).start_time)  # type: ignore[union-attr]
-            self._save()
         except ProcfsError:
             pass  # it already exited; the ending reaps it
 
@@ -186,10 +249,15 @@ class RunLifecycle:
         """Kill and prove; idempotent. Removes marker + cgroup only when proven."""
         if self.report is not None:
             return self.report
+        try:
+            self._leave_cgroup()  # never kill the cgroup we are in
+            cgroup = self.cgroup
+        except OSError:
+            cgroup = None  # still inside it: the pid namespace alone suffices (cgroup.py)
         if self.record is not None and self.record.state != markers.CREATED:
             self._set_state(markers.ENDING)
         target = RunTarget(self.run_id, self.namespace, self.record.init if self.record else None,
-                           self.cgroup)
+                           cgroup)
         if self.record is not None and self.record.state == markers.CREATED:
             report = EndReport(self.run_id, clean=True, reason="nothing was started")
         elif target.init is None and target.cgroup is None and self.is_subreaper:
@@ -290,6 +358,10 @@ class RunLifecycle:
 
     def _discard(self) -> None:
         if self.cgroup is not None:
+            try:
+                self._leave_cgroup()
+            except OSError:
+                pass  # then rmdir fails (EBUSY) and the cgroup is left, empty but for us
             self.cgroup.remove()
         if self.directory is not None:
             markers.remove_marker(self.directory)
@@ -337,7 +409,7 @@ def stale_is_empty(record: markers.RunRecord, procfs: ProcFS) -> EndReport:
     return end_run(target_of(record), procfs=procfs, timeout=0.5, kill=False)
 
 
-def refuse_if_stale(state: Path, procfs: ProcFS) -> None:
+def refuse_if_stale(state: str | os.PathLike[str], procfs: ProcFS) -> None:
     """Before every run: stale markers are removed if shown empty, else the run refuses."""
     boot = procfs.boot_id()
     for directory in markers.list_markers(state):
@@ -365,3 +437,19 @@ def refuse_if_stale(state: Path, procfs: ProcFS) -> None:
         raise NotProven("earlier runs ended",
                         f"run {record.run_id} (owner {record.owner.pid} gone) may have processes left: "
                         f"{report.reason}", f"run: no-docker end {record.run_id}")
+
+
+class _CgroupEntered:
+    """What ``RunLifecycle.cgroup_entered`` returns: a context manager without contextlib."""
+
+    __slots__ = ("life",)
+
+    def __init__(self, life: RunLifecycle) -> None:
+        self.life = life
+
+    def __enter__(self) -> None:
+        self.life._enter_cgroup()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.life._leave_cgroup()

@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
-from pathlib import Path
 
 from .errors import NotProven
 from .procfs import ProcessGone, ProcFS, ProcfsError
 from .record import Factory, record
 from .snapshot import Identity
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+# Paths are plain str here, not pathlib.Path: importing pathlib (and with it re, fnmatch,
+# urllib.parse, enum) costs 10-14 ms of every `no-docker run -- true` (DESIGN §10, 30 ms).
 
 RECORD = "run.json"
 VERSION = 1
@@ -33,28 +38,29 @@ ENDING = "ending"
 NOT_PROVEN = "not-proven"  # ending finished without proof: `no-docker end` must finish it
 
 
-def state_dir(env: Mapping[str, str] | None = None) -> Path:
+def state_dir(env: Mapping[str, str] | None = None) -> str:
     """``NO_DOCKER_STATE_DIR``, else ``$XDG_RUNTIME_DIR/no-docker``, else ``/run/no-docker`` (root)."""
     env = os.environ if env is None else env
     if env.get("NO_DOCKER_STATE_DIR"):
-        return Path(env["NO_DOCKER_STATE_DIR"])
+        return os.fspath(env["NO_DOCKER_STATE_DIR"])
     if env.get("XDG_RUNTIME_DIR"):
-        return Path(env["XDG_RUNTIME_DIR"]) / "no-docker"
+        return os.path.join(env["XDG_RUNTIME_DIR"], "no-docker")
     if os.geteuid() == 0:
-        return Path("/run/no-docker")
+        return "/run/no-docker"
     raise NotProven("state dir", "neither NO_DOCKER_STATE_DIR nor XDG_RUNTIME_DIR is set",
                     "set NO_DOCKER_STATE_DIR to a private directory outside the work dir")
 
 
-def ensure_state_dir(path: Path) -> Path:
+def ensure_state_dir(path: str | os.PathLike[str]) -> str:
     """Create the state dir 0700, or check that an existing one is ours and private."""
+    path = os.fspath(path)
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = path.lstat()
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
     except OSError as err:
         raise NotProven("state dir", f"cannot create {path}: {err.strerror}",
                         "set NO_DOCKER_STATE_DIR to a writable private directory") from err
-    if not os.path.isdir(path) or path.is_symlink():
+    if not os.path.isdir(path) or os.path.islink(path):
         raise NotProven("state dir", f"{path} is not a directory", "remove it or set NO_DOCKER_STATE_DIR")
     if st.st_uid != os.geteuid():
         raise NotProven("state dir", f"{path} belongs to uid {st.st_uid}, not to us",
@@ -138,8 +144,8 @@ class CorruptMarker(Exception):
     """A marker directory whose run.json is missing or unreadable."""
 
 
-def marker_dir(state: Path, run_id: str) -> Path:
-    return state / run_id
+def marker_dir(state: str | os.PathLike[str], run_id: str) -> str:
+    return os.path.join(state, run_id)
 
 
 def to_json_text(value: object) -> str:
@@ -162,6 +168,8 @@ def to_json_text(value: object) -> str:
             raise ValueError(f"not representable in JSON: {value}")
         return repr(value)
     if isinstance(value, str):
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return '"' + value + '"'  # nothing to escape: the common case, paths and argv
         return '"' + "".join(_escape(c) for c in value) + '"'
     if isinstance(value, dict):
         return "{" + ", ".join(f"{to_json_text(str(k))}: {to_json_text(v)}"
@@ -187,28 +195,28 @@ def _escape(c: str) -> str:
     return f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}"
 
 
-def write_record(directory: Path, record: RunRecord) -> None:
+def write_record(directory: str | os.PathLike[str], record: RunRecord) -> None:
     """Atomic replace: a reader sees the old record or the new one, never a mix.
 
     No fsync: the rename is what readers need; durability across a power loss is worthless here,
     since after a reboot every process of the run is gone and the marker is removed as stale.
     """
-    tmp = directory / f".{RECORD}.{os.getpid()}.tmp"
+    tmp = os.path.join(directory, f".{RECORD}.{os.getpid()}.tmp")
     data = to_json_text(record.to_json()).encode()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         os.write(fd, data)
     finally:
         os.close(fd)
-    os.replace(tmp, directory / RECORD)
+    os.replace(tmp, os.path.join(directory, RECORD))
 
 
-def create_marker(state: Path, record: RunRecord) -> Path:
+def create_marker(state: str | os.PathLike[str], record: RunRecord) -> str:
     """Make the marker directory with its run.json in one step: it is filled under a name no
     reader lists (a leading dot), then renamed, so a concurrent run's stale check never sees a
     marker without a record."""
     directory = marker_dir(state, record.run_id)
-    staging = state / f".{record.run_id}.new"
+    staging = os.path.join(state, f".{record.run_id}.new")
     os.mkdir(staging, 0o700)
     try:
         write_record(staging, record)
@@ -219,32 +227,37 @@ def create_marker(state: Path, record: RunRecord) -> Path:
     return directory
 
 
-def read_record(directory: Path) -> RunRecord:
+def read_record(directory: str | os.PathLike[str]) -> RunRecord:
     import json  # only `end`, `runs` and the stale check read records
 
     try:
-        return RunRecord.from_json(json.loads((directory / RECORD).read_bytes()))
+        with open(os.path.join(directory, RECORD), "rb") as f:
+            return RunRecord.from_json(json.loads(f.read()))
     except FileNotFoundError as err:
         raise CorruptMarker(f"{directory}: no {RECORD}") from err
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CorruptMarker(f"{directory}/{RECORD}: {err}") from err
 
 
-def list_markers(state: Path) -> list[Path]:
+def list_markers(state: str | os.PathLike[str]) -> list[str]:
     try:
-        return sorted(p for p in state.iterdir() if p.is_dir() and valid_run_id(p.name))
+        with os.scandir(state) as entries:
+            return sorted(entry.path for entry in entries
+                          if valid_run_id(entry.name) and entry.is_dir())
     except FileNotFoundError:
         return []
 
 
-def remove_marker(directory: Path) -> None:
+def remove_marker(directory: str | os.PathLike[str]) -> None:
     """Remove a marker directory (flat: run.json and perhaps a temporary file).
 
     It is first renamed to a dot name, which ``list_markers`` never lists: a concurrent run's
     stale check would otherwise see, between the unlink and the rmdir, a marker without its
     record and refuse to start ("no run.json")."""
-    if not directory.name.startswith("."):
-        doomed = directory.with_name(f".{directory.name}.gone{os.getpid()}")
+    directory = os.fspath(directory)
+    parent, name = os.path.split(directory)
+    if not name.startswith("."):
+        doomed = os.path.join(parent, f".{name}.gone{os.getpid()}")
         try:
             os.rename(directory, doomed)
         except FileNotFoundError:
@@ -256,7 +269,7 @@ def remove_marker(directory: Path) -> None:
         return
     for name in names:
         try:
-            os.unlink(directory / name)
+            os.unlink(os.path.join(directory, name))
         except FileNotFoundError:
             pass
     try:

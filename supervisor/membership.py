@@ -6,7 +6,9 @@ parent namespace gives EINVAL, measured). Environment variables, process groups,
 PDEATHSIG are all shed without privilege, so none of them is used.
 
 Cost matters (a pass reads every process on the machine): the hot path is one ``readlink`` of
-/proc/PID/ns/pid and a dict lookup. The namespace behind an inode seen for the first time in a
+/proc/PID/ns/pid and a dict lookup, and for an outsider it is the whole cost of a pass: the
+pass reads the marker first and opens /proc/PID/stat only where it is not OUTSIDER
+(``snapshot.marker_settles``). The namespace behind an inode seen for the first time in a
 pass is identified with NS_GET_ID and walked up with NS_GET_PARENT once; the answer is cached
 per inode for the rest of that pass. Caching by inode is sound within one pass because an inode
 is only reused after its namespace is freed, and a namespace created during the pass cannot be

@@ -123,7 +123,7 @@ FLAG_PROPERTIES: dict[str, tuple[str, ...]] = {
     "--die-with-parent": ("P1",),
     "--ro-bind-data": ("P3",),
     "--json-status-fd": (),
-    "--seccomp": ("P5",),
+    "--seccomp": ("P5", "P10"),
     "--chdir": (),
     "--symlink": (),
     "--dir": ("P6",),
@@ -192,8 +192,8 @@ def bwrap_argv(
 
     DATA_FD is the plan for bwrap to copy to PLAN_PATH (``no-docker check`` reads it there);
     PLAN_FD is the probe's own copy of it; REPORT_FD is where the probe says "ok"/"fail".
-    SECCOMP_FD, when given, holds ``probe.seccomp_program(arch)`` for bwrap to apply to its init
-    too (the probe installs the same filter for itself and CMD either way).
+    SECCOMP_FD, when given, holds ``seccomp.program(arch)``: bwrap applies it to its init and to
+    the probe, and so to CMD (``no-docker run`` always gives it; the probe proves it is there).
     """
     if not command:
         raise ValueError("bwrap_argv: empty command")

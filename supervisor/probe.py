@@ -75,98 +75,85 @@ SYSTEM_WRITE_TRIES = ("/", "/etc", "/usr", "/usr/local", "/var", "/opt", "/srv")
 KERNEL_WRITE_TRIES = ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe",
                       "/proc/sys/vm/drop_caches", "/proc/sysrq-trigger", "/proc/sys/fs/binfmt_misc/register")
 # --- the syscall filter (P5, P10) ------------------------------------------------------------
-# Installed by the probe before exec (bwrap has set no_new_privs, so no privilege is needed) and
-# inherited by every process of the run. Why each rule:
-# * a mode with S_ISUID/S_ISGID (chmod, fchmod, fchmodat(2), open/openat/creat, mknod(at)): as
-#   root, uid 0 inside is uid 0 outside, so `chmod 4755` in the work dir planted a setuid-root
-#   program that any local user could run after the run (found by the red-team review);
-# * io_uring_*: its OPENAT op carries a mode the filter cannot see; openat2: its mode is in a
-#   struct behind a pointer (ENOSYS: callers fall back to openat);
-# * keyctl/add_key/request_key: the session keyring is the caller's (bwrap makes no new one),
-#   and request_key makes the host kernel run /sbin/request-key as root;
-# * the rest is DESIGN §4's list: ptrace, process_vm_*, bpf, perf_event_open, userfaultfd,
-#   kernel modules, kexec.
-# Syscalls of another ABI (i386 through int 0x80, x32) are refused outright: their numbers differ.
-AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-# arch -> {syscall number: index of its mode argument}
-MODE_SYSCALLS = {
-    "x86_64": {2: 2, 85: 1, 90: 1, 91: 1, 133: 1, 257: 3, 259: 2, 268: 2, 452: 2},
-    "aarch64": {56: 3, 33: 2, 52: 1, 53: 2, 452: 2},
+# bwrap applies the run's filter (supervisor/seccomp.py, `--seccomp FD`) to its init and to this
+# process right before exec, so CMD and everything it starts inherit it. The probe installs
+# nothing (that took `import ctypes`, ~5 ms of every run); it proves the filter by trying what
+# that filter refuses in its own way: a setuid or setgid mode (EPERM), in gate and check mode.
+# `check` (standalone, not on every run's path) also tries syscalls of the rest of the filter
+# through ctypes: arch -> (name, number, arguments, the errno the run's filter returns). Each
+# unfiltered answer differs: io_uring_setup(0, NULL) EINVAL/EFAULT, openat2(AT_FDCWD, NULL,
+# NULL, 0) EFAULT/EINVAL, keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0) the id,
+# ptrace(PTRACE_PEEKDATA, 0) ESRCH (no pid 0). Numbers: tests/unit/test_probe_seccomp.py.
+FILTER_TRIES = {
+    "x86_64": (("io_uring_setup", 425, (0, 0), errno.ENOSYS), ("openat2", 437, (-100, 0, 0, 0), errno.ENOSYS),
+               ("keyctl", 250, (0, -3, 0), errno.EPERM), ("ptrace", 101, (2, 0, 0, 0), errno.EPERM)),
+    "aarch64": (("io_uring_setup", 425, (0, 0), errno.ENOSYS),
+                ("openat2", 437, (-100, 0, 0, 0), errno.ENOSYS),
+                ("keyctl", 219, (0, -3, 0), errno.EPERM), ("ptrace", 117, (2, 0, 0, 0), errno.EPERM)),
 }
-# arch -> {syscall number: errno returned}
-DENIED_SYSCALLS = {
-    "x86_64": {425: errno.ENOSYS, 426: errno.ENOSYS, 427: errno.ENOSYS, 437: errno.ENOSYS,
-               248: errno.EPERM, 249: errno.EPERM, 250: errno.EPERM, 101: errno.EPERM,
-               310: errno.EPERM, 311: errno.EPERM, 321: errno.EPERM, 298: errno.EPERM,
-               323: errno.EPERM, 175: errno.EPERM, 313: errno.EPERM, 176: errno.EPERM,
-               246: errno.EPERM, 320: errno.EPERM},
-    "aarch64": {425: errno.ENOSYS, 426: errno.ENOSYS, 427: errno.ENOSYS, 437: errno.ENOSYS,
-                217: errno.EPERM, 218: errno.EPERM, 219: errno.EPERM, 117: errno.EPERM,
-                270: errno.EPERM, 271: errno.EPERM, 280: errno.EPERM, 241: errno.EPERM,
-                282: errno.EPERM, 105: errno.EPERM, 273: errno.EPERM, 106: errno.EPERM,
-                104: errno.EPERM, 294: errno.EPERM},
-}
-SETID_BITS = 0o6000
-X32_SYSCALL_BIT = 0x40000000
-# Classic BPF (linux/filter.h, linux/seccomp.h): struct seccomp_data is {int nr; u32 arch;
-# u64 ip; u64 args[6]}; the low half of args[i] is at 16 + 8 i on little-endian machines.
-_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
-_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
-
-
-def seccomp_program(arch: str) -> bytes:
-    """The filter for ARCH as an array of ``struct sock_filter`` (8 bytes each): refuse setuid and
-    setgid modes, and the DENIED_SYSCALLS; allow everything else. KeyError for an unknown ARCH."""
-    audit_arch = AUDIT_ARCH[arch]
-    insns: list[tuple[int, int, int, int]] = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, audit_arch),
-                                              (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS), (_LD_ABS, 0, 0, 0)]
-    if arch == "x86_64":
-        insns += [(_JGE, 0, 1, X32_SYSCALL_BIT), (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS)]
-    for nr, code in sorted(DENIED_SYSCALLS[arch].items()):
-        insns += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _RET_ERRNO | code)]
-    for nr, arg in sorted(MODE_SYSCALLS[arch].items()):
-        insns += [(_JEQ, 0, 4, nr), (_LD_ABS, 0, 0, 16 + 8 * arg), (_JSET, 0, 1, SETID_BITS),
-                  (_RET, 0, 0, _RET_ERRNO | errno.EPERM), (_RET, 0, 0, _RET_ALLOW)]
-    insns.append((_RET, 0, 0, _RET_ALLOW))
-    return b"".join(code.to_bytes(2, "little") + bytes((jt, jf)) + k.to_bytes(4, "little")
-                    for code, jt, jf, k in insns)
-
-
-def install_seccomp(program: bytes) -> None:
-    """prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog); OSError when the kernel refuses.
-    ctypes is imported only here: the stdlib has no prctl."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    filters = ctypes.create_string_buffer(program, len(program))
-    # struct sock_fprog { unsigned short len; struct sock_filter *filter; }
-    fprog = ctypes.create_string_buffer((len(program) // 8).to_bytes(2, sys.byteorder) + bytes(6)
-                                        + ctypes.addressof(filters).to_bytes(8, sys.byteorder))
-    pr_set_seccomp, seccomp_mode_filter = 22, 2
-    if libc.prctl(pr_set_seccomp, seccomp_mode_filter, fprog, 0, 0) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
 
 
 def try_setid_modes(directory: str) -> str | None:
-    """What still lets a setuid/setgid mode be set, tried on a nameless file in DIRECTORY (it
-    vanishes on close), or None when every try was refused."""
+    """What a setuid/setgid mode met, tried on a nameless file in DIRECTORY (it vanishes on
+    close): None when every try was refused with EPERM, as the run's filter refuses them (seccomp
+    runs before any permission check, so nothing else answers first); else which try was not.
+    OSError when nothing can be created in DIRECTORY (try another one)."""
     flags = os.O_WRONLY | getattr(os, "O_TMPFILE", 0o20200000)
     try:
         fd = os.open(directory, flags, 0o4700)
-    except PermissionError:
-        pass
+    except OSError as err:
+        first = err.errno
     else:
         os.close(fd)
-        return f"open(O_TMPFILE, 04700) in {directory}"
+        return f"open(O_TMPFILE, 04700) in {directory} succeeded"
     fd = os.open(directory, flags, 0o600)
     try:
-        os.fchmod(fd, 0o4700)
-    except PermissionError:
-        return None
+        if first != errno.EPERM:
+            return f"open(O_TMPFILE, 04700) in {directory} failed with {errname(first)}, not EPERM"
+        # S_ISGID alone too: a filter that only looks for S_ISUID is not the run's.
+        for mode in (0o4700, 0o2700):
+            try:
+                os.fchmod(fd, mode)
+            except OSError as err:
+                if err.errno != errno.EPERM:
+                    return f"fchmod(0{mode:o}) of a file in {directory} failed with {errname(err.errno)}, " \
+                           "not EPERM"
+            else:
+                return f"fchmod(0{mode:o}) of a file in {directory} succeeded"
     finally:
         os.close(fd)
-    return f"fchmod(04700) of a file in {directory}"
+    return None
+
+
+def try_filtered_syscalls(arch: str) -> str | None:
+    """``check`` only: the first of FILTER_TRIES[ARCH] not answered with the run filter's errno
+    (what it got), or None. ctypes: the stdlib has no syscall()."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    for name, nr, args, expected in FILTER_TRIES[arch]:
+        ctypes.set_errno(0)
+        result = libc.syscall(ctypes.c_long(nr), *(ctypes.c_long(a) for a in args))
+        code = ctypes.get_errno() if result == -1 else None
+        if code != expected:
+            return f"{name}() answered {errname(code)}, not {errname(expected)}"
+    return None
+
+
+def init_seccomp_mode(wait: float = 0.05) -> str | None:
+    """``Seccomp:`` of pid 1, the sandbox's init. bwrap's init applies the filter right after it
+    forks the probe (``do_init``), microseconds before the probe's interpreter is even loaded;
+    a short bounded wait covers a scheduler that runs the child first."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            mode = status_fields(read_text("/proc/1/status")).get("Seccomp")
+        except OSError:
+            mode = None
+        if mode != "0" or time.monotonic() >= deadline:
+            return mode
+        time.sleep(0.002)
 
 
 PROPERTIES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11")
@@ -361,15 +348,6 @@ def try_open_rw(path: str) -> int | None:
     return None
 
 
-def maps_to_outside_root(uid_map: str) -> bool:
-    """Does some uid of this user namespace stand for uid 0 outside (a /proc/PID/uid_map)?"""
-    for line in uid_map.split("\n"):
-        fields = line.split()
-        if len(fields) == 3 and fields[1] == "0":
-            return True
-    return False
-
-
 def git_write_tries(work: str) -> list[str]:
     """Files in WORK's git layout that run code later, outside: found here, not taken from the
     plan, so a policy that forgot to protect them is still caught."""
@@ -419,8 +397,6 @@ class Probe:
         self._mounts: list[tuple[str, bool, str, str]] | None = None
         self._status: dict[str, str] | None = None
         self.sudo_pid: int | None = None
-        self.filter_installed = False
-        self.filter_error = ""
 
     # helpers
     def mounts(self) -> list[tuple[str, bool, str, str]]:
@@ -479,29 +455,16 @@ class Probe:
         else:
             raise NotProven("P5", "setgroups() succeeded: the probe holds CAP_SETGID")
 
-    def install_filter(self) -> None:
-        """Install the syscall filter once (gate mode); p5_filter proves it by trying."""
-        if self.filter_installed or os.uname().machine not in AUDIT_ARCH:
-            return
-        try:
-            install_seccomp(seccomp_program(os.uname().machine))
-        except (OSError, ImportError) as err:
-            self.filter_error = str(err)
-        else:
-            self.filter_installed = True
-
-    # P5 (syscall part): no setuid/setgid mode can be set, io_uring and keyctl are refused
+    # P5 (syscall part): the run's filter is on this process and on the sandbox's init; no
+    # setuid/setgid mode can be set (check: nor io_uring, openat2, keyctl, ptrace be used)
     def p5_filter(self) -> None:
-        arch = os.uname().machine
-        if arch not in AUDIT_ARCH:
-            if maps_to_outside_root(read_text("/proc/self/uid_map")):
-                raise NotProven("P5", f"no syscall filter for {arch}: as root, the run could leave a "
-                                "setuid-root program behind; run no-docker as an ordinary user")
-            return
-        if self.gate and not self.filter_installed:
-            self.install_filter()
-            if not self.filter_installed:
-                raise NotProven("P5", f"cannot install the syscall filter: {self.filter_error}")
+        mode = self.status().get("Seccomp")
+        if mode != "2":
+            raise NotProven("P5", f"no syscall filter on the probe (Seccomp: {mode}; bwrap needs --seccomp)")
+        mode = init_seccomp_mode()
+        if mode != "2":
+            raise NotProven("P5", f"no syscall filter on the sandbox's init, pid 1 (Seccomp: {mode}; "
+                            "bwrap needs --seccomp)")
         leak: str | None = None
         places = ("/tmp", os.environ.get("HOME", "/tmp"), one(self.plan, "work", "/tmp"))
         for directory in dict.fromkeys(places):
@@ -511,19 +474,29 @@ class Probe:
             except OSError as err:
                 error = err
         else:
-            # `check` in someone else's sandbox may have no writable /tmp to try in: then the
-            # kernel's own view of this process (seccomp mode 2 = a filter) is what is left.
-            if self.gate or self.status().get("Seccomp") != "2":
+            # `check` in someone else's sandbox may have no writable /tmp to try in: the
+            # syscall tries below are what is left.
+            if self.gate:
                 raise NotProven("P5", f"no syscall filter shown to refuse setuid modes ({error})") from error
-            return
         if leak:
-            raise NotProven("P5", f"{leak} succeeded: the run could leave a setuid program behind")
-        # The sandbox's init has no filter: its memory must not be writable (code injected there
-        # would run unfiltered). Opened only, never written.
+            raise NotProven("P5", f"{leak}: the run's syscall filter is not there, the run could leave "
+                            "a setuid program behind")
+        if not self.gate:
+            arch = os.uname().machine
+            if arch not in FILTER_TRIES:
+                raise NotProven("P5", f"no syscall filter for {arch} (only {', '.join(FILTER_TRIES)})")
+            try:
+                wrong = try_filtered_syscalls(arch)
+            except (ImportError, AttributeError) as err:
+                raise NotProven("P5", f"cannot try the syscall filter: {err}") from err
+            if wrong:
+                raise NotProven("P5", f"{wrong}: not the run's syscall filter")
+        # The init's memory stays masked (policy.proc_masked): code written there would run as
+        # the run's init. Opened only, never written.
         for path in ("/proc/1/mem", "/proc/1/task/1/mem"):
             if os.getpid() != 1 and try_open_rw(path) is None:
-                raise NotProven("P5", f"{path} is writable: the sandbox's init, which has no syscall filter, "
-                                "could be made to run the run's code")
+                raise NotProven("P5", f"{path} is writable: the sandbox's init could be made to run "
+                                "the run's code")
 
     def start_sudo(self) -> None:
         # `sudo -n true` must fail; started early so it runs while the other checks do. Only
@@ -809,11 +782,9 @@ class Probe:
             for prop, check in order:
                 check()  # type: ignore[operator]
                 if prop == "P1" and self.gate:
-                    # The syscall filter first, so that every process the probe starts (sudo
-                    # below) has it too; p5_filter proves it later.
-                    self.install_filter()
                     # In parallel with the rest: sudo takes longer than every other check. Only
-                    # once the pid namespace is proven ours; `sudo -n true` runs nothing but true.
+                    # once the pid namespace is proven ours; `sudo -n true` runs nothing but true
+                    # (under the run's filter: bwrap applied it before exec; p5_filter proves it).
                     self.start_sudo()
                 done.append(prop)
             self.finish_sudo()

@@ -219,23 +219,35 @@ class Run:
 
     # -- start ---------------------------------------------------------------------------
     def start(self, plan: bytes) -> None:
+        from . import seccomp
+
+        # The syscall filter, for bwrap to apply to its init and the probe (`--seccomp FD`:
+        # read to EOF from the current offset). No filter for this arch: no run (fail closed).
+        arch = os.uname().machine
+        try:
+            program = seccomp.program(arch)
+        except KeyError:
+            raise NotProven("P5", f"no syscall filter for {arch} (only {', '.join(seccomp.AUDIT_ARCH)})",
+                            "the run would leave setuid files and io_uring open") from None
         data_fd = _memfd("no-docker-plan", plan)  # bwrap copies it to PLAN_PATH (for `check`)
         plan_fd = os.dup(data_fd)  # the probe preads its own copy; bwrap closes data_fd
+        seccomp_fd = _memfd("no-docker-seccomp", program)  # bwrap closes it before the fork
         report_r, report_w = os.pipe()
         status_r, status_w = os.pipe()
-        self.fds = [data_fd, plan_fd, report_r, report_w, status_r, status_w]
+        self.fds = [data_fd, plan_fd, seccomp_fd, report_r, report_w, status_r, status_w]
         os.set_blocking(report_r, False)
         os.set_blocking(status_r, False)
-        argv = self.argv_for(data_fd=data_fd, plan_fd=plan_fd, report_fd=report_w, status_fd=status_w)
+        argv = self.argv_for(data_fd=data_fd, plan_fd=plan_fd, report_fd=report_w, status_fd=status_w,
+                             seccomp_fd=seccomp_fd)
         self.report_r, self.status_r = report_r, status_r
         try:
             with self.life.cgroup_entered():  # bwrap, and all it forks, is born in the run's cgroup
-                self.pid = spawn(argv, pass_fds=(data_fd, plan_fd, report_w, status_w))
+                self.pid = spawn(argv, pass_fds=(data_fd, plan_fd, seccomp_fd, report_w, status_w))
         except OSError as err:
             raise NotProven("isolation", f"cannot start {argv[0]}: {err.strerror}",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP") from err
         self.life.launched(self.pid)
-        for fd in (data_fd, plan_fd, report_w, status_w):
+        for fd in (data_fd, plan_fd, seccomp_fd, report_w, status_w):
             os.close(fd)
             self.fds.remove(fd)
         self.bwrap_pidfd = os.pidfd_open(self.pid)
@@ -512,7 +524,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     # The stale-run check, the run marker, the cgroup (+ --max-pids). Leaving the block by any
     # path ends the run; an ending that cannot be shown is reported below, never dropped.
     with RunLifecycle(list(request.command), max_pids=max_pids, end_timeout=end_timeout,
-                      subreaper=True) as life:
+                      subreaper=True, enter_cgroup_early=True) as life:
         try:
             listing = collect()
         except ListingError as err:
@@ -528,9 +540,10 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         listing_json = listing.to_json()
         plan = encode_plan(plan_items(policy, request, listing_json, started))
 
-        def argv_for(*, data_fd: int, plan_fd: int, report_fd: int, status_fd: int) -> list[str]:
+        def argv_for(*, data_fd: int, plan_fd: int, report_fd: int, status_fd: int,
+                     seccomp_fd: int) -> list[str]:
             return bwrap_argv(policy, list(request.command), bwrap=bwrap, data_fd=data_fd, plan_fd=plan_fd,
-                              report_fd=report_fd, status_fd=status_fd)
+                              report_fd=report_fd, status_fd=status_fd, seccomp_fd=seccomp_fd)
 
         run = Run(argv_for, request.quiet, life)
         code: int | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -48,7 +49,7 @@ def describe(state_dir: Any, procfs: ProcFS) -> list[dict[str, Any]]:
         try:
             rec = markers.read_record(directory)
         except markers.CorruptMarker as err:
-            rows.append({"run_id": directory.name, "state": "corrupt", "detail": str(err)})
+            rows.append({"run_id": os.path.basename(directory), "state": "corrupt", "detail": str(err)})
             continue
         alive = markers.owner_alive(rec, procfs, boot)
         rows.append({
@@ -65,7 +66,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
     args = p.parse_args(argv)
     state = markers.state_dir()
-    rows = describe(state, ProcFS()) if state.exists() else []
+    rows = describe(state, ProcFS()) if os.path.exists(state) else []
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         sys.stdout.write("\n")

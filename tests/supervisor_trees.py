@@ -84,7 +84,7 @@ class Tree:
         if cg is None or cg.pids_v1 is None:
             return -1
         try:
-            return len((cg.pids_v1 / "cgroup.procs").read_text().split())
+            return len(Path(cg.pids_v1, "cgroup.procs").read_text().split())
         except FileNotFoundError:
             return 0
 
@@ -106,7 +106,8 @@ class Tree:
                 self.life._discard()
 
 
-def _kill_cgroups(v2: Path | None, v1: Path | None) -> None:
+def _kill_cgroups(v2: str | Path | None, v1: str | Path | None) -> None:
+    v2, v1 = (None if v2 is None else Path(v2)), (None if v1 is None else Path(v1))
     if v2 is not None and v2.exists():
         try:
             (v2 / "cgroup.kill").write_text("1")

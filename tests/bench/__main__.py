@@ -219,6 +219,9 @@ def _all_targets(doc: dict) -> list[dict]:
     out.append(_check("scaling", "  same, vs firejail in the same rounds (ratio)",
                       None if regular is None or fire2 is None else round(regular / fire2, 2), "< 1",
                       regular is not None and fire2 is not None and regular < fire2))
+    floor = _num(dig(doc, "scaling", "startup_breakdown", "median_ms", "floor_python_bwrap_python_I_S"))
+    out.append(_check("scaling", "  the design's floor: python (site) -> bwrap -> python -I -S, nothing else",
+                      floor, "<= 30 ms", floor is not None and floor <= 30, "ms"))
     plain = _num(dig(doc, "ending", "cmd_exit", "cases", "plain", "proven_ms", "median"))
     out.append(_check("ending", "plain run: CMD exit -> proven empty", plain, "<= 10 ms",
                       plain is not None and plain <= 10, "ms"))

@@ -141,7 +141,7 @@ def _case_script(case: str, n: int, go: Path, stamp: Path) -> tuple[str, int]:
 def _grow(tree: Tree, case: str, n: int) -> None:
     """Wait until the bomb fills ``pids.max``, or give hoppers a moment to start hopping."""
     if case == "bomb":
-        current = tree.life.cgroup.pids_v1 / "pids.current"
+        current = Path(tree.life.cgroup.pids_v1, "pids.current")
         deadline = time.monotonic() + 60
         while int(current.read_text()) < n - 5 and time.monotonic() < deadline:
             time.sleep(0.02)

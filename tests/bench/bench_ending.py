@@ -102,8 +102,15 @@ def bench_bomb(size: int, repeat: int) -> dict:
             "compare_cgroup_kill_only_ms": _summary(cg_only), "target_ms": 250}
 
 
-EXTRA = ("import os, signal\nfor _ in range({n}):\n    if os.fork() == 0:\n        signal.pause()\n"
-         "        os._exit(0)\nprint('ok', flush=True)\nsignal.pause()\n")
+# "ok" only once every sleeper is asleep (not R in /proc/PID/stat): right after the fork loop,
+# thousands of children are still running their way into pause() and compete with the timed
+# pass for the two CPUs (measured: 2000 sleepers made the first rounds 2-3x slower).
+EXTRA = ("import os, signal, time\nkids = []\nfor _ in range({n}):\n    pid = os.fork()\n"
+         "    if pid == 0:\n        signal.pause()\n        os._exit(0)\n    kids.append(pid)\n"
+         "for pid in kids:\n    with open('/proc/%d/stat' % pid, 'rb') as f:\n"
+         "        while os.pread(f.fileno(), 512, 0).rsplit(b')', 1)[1].split()[0] == b'R':\n"
+         "            time.sleep(0.001)\n"
+         "print('ok', flush=True)\nsignal.pause()\n")
 
 
 def bench_pass(extra: int, repeat: int) -> dict:
@@ -113,9 +120,12 @@ def bench_pass(extra: int, repeat: int) -> dict:
         return {"skipped": "no writable cgroup for the extra processes"}
     r, w = os.pipe()
     try:
-        with cg.entered_for_spawn():
+        cg.enter_self()  # the sleepers are born in a bounded cgroup of ours
+        try:
             pid = os.posix_spawn(sys.executable, [sys.executable, "-c", EXTRA.format(n=extra)], os.environ,
                                  file_actions=[(os.POSIX_SPAWN_DUP2, w, 1)])
+        finally:
+            cg.leave_self()
         os.close(w)
         w = -1
         assert os.read(r, 10).startswith(b"ok")
@@ -141,13 +151,25 @@ def bench_pass(extra: int, repeat: int) -> dict:
         if w >= 0:
             os.close(w)
         os.close(r)
+        sleepers = cg.procs()
         cg.kill()
         cg.wait_empty(time.monotonic() + 30)
         try:
             os.waitpid(pid, 0)
         except (ChildProcessError, UnboundLocalError):
             pass
+        _wait_reaped(sleepers, time.monotonic() + 60)
         cg.remove(time.monotonic() + 10)
+
+
+def _wait_reaped(pids: list[int], deadline: float) -> None:
+    """Wait until the killed sleepers are reaped, not only dead. Orphaned by the kill, they are
+    left to pid 1, which took over 2 s to reap 8000 zombies here: the next measurement would
+    list them and run alongside the reaping."""
+    pending = [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pending = [pid for pid in pending if os.path.exists(f"/proc/{pid}")]
 
 
 def _raw_syscalls_us() -> float:

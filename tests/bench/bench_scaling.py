@@ -172,7 +172,15 @@ def regular_install(into: Path) -> Path:
                       "if __name__ == '__main__':\n    sys.argv[0] = sys.argv[0].removesuffix('.exe')\n"
                       "    sys.exit(main())\n")
     script.chmod(0o755)
+    # pip compiles every module at install time; a stale or missing .pyc (PYTHONDONTWRITEBYTECODE
+    # in a dev shell) would be compiled again at every start and bill the run for it.
+    parts = [str(REPO / part) for part in ("supervisor", "canary", "mutants", "ci")]
+    subprocess.run([base, "-m", "compileall", "-q", *parts], check=True, capture_output=True, timeout=300)
     return script
+
+
+FLOOR_SPAWN = ("import os, sys; argv = sys.argv[1:]; pid = os.posix_spawn(argv[0], argv, os.environ); "
+               "sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))")
 
 
 def breakdown_commands(cwd: Path, installed: Path) -> dict[str, list[str]]:
@@ -187,6 +195,11 @@ def breakdown_commands(cwd: Path, installed: Path) -> dict[str, list[str]]:
         "python_I_S_c_pass": [probe_python, "-I", "-S", "-c", "pass"],
         "bwrap_same_flags_true": bwrap,
         "bwrap_same_flags_python_I_S": [*bwrap[:-1], probe_python, "-I", "-S", "-c", "pass"],
+        # The floor of this design, nothing but its three programs: a regular install's
+        # interpreter (site included) starts bwrap with no-docker's flags, which starts the
+        # probe's `python -I -S`; no listing, no cgroup, no marker, no checks.
+        "floor_python_bwrap_python_I_S": [str(installed.with_name("python3")), "-c", FLOOR_SPAWN,
+                                          *bwrap[:-1], probe_python, "-I", "-S", "-c", "pass"],
         "no_docker_editable_venv": [str(NO_DOCKER), "run", "--quiet", "--", "true"],
         "no_docker_regular_install": [str(installed), "run", "--quiet", "--", "true"],
     }

@@ -33,7 +33,7 @@ def bwrap_works() -> str | None:
 
 # Probe weakenings: (property check to disable) -> the method whose body becomes `return`.
 PROBE_CHECKS = {"P1": "p1", "P2": "p2", "P3": "p3", "P4w": "p4_writes", "P4m": "p4_mounts",
-                "P5": "p5", "P5f": "p5_filter", "P5i": "install_filter", "P6": "p6", "P7": "p7", "P8": "p8",
+                "P5": "p5", "P5f": "p5_filter", "P6": "p6", "P7": "p7", "P8": "p8",
                 "P9": "p9", "P10": "p10", "P11": "p11"}
 
 
@@ -49,17 +49,6 @@ def weakened_probe(tmp: Path, disable: tuple[str, ...]) -> Path:
     out = tmp / "weak-probe" / "probe.py"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(source)
-    return out
-
-
-def probe_without_filter(tmp: Path) -> Path:
-    """A copy of the probe that checks for the syscall filter but never installs it."""
-    source = PROBE.read_text()
-    call = "install_seccomp(seccomp_program(os.uname().machine))"
-    assert source.count(call) == 1
-    out = tmp / "nofilter-probe" / "probe.py"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(source.replace(call, "pass"))
     return out
 
 
@@ -84,12 +73,21 @@ POLICY_WEAKENINGS = {
     "share-net": "_wrap_argv(lambda a: _insert_after(a, '--unshare-all', ['--share-net']))",
     "no-cap-drop": "_wrap_argv(lambda a: _drop_flag(a, '--cap-drop', 2))",
     "no-new-session": "_wrap_argv(lambda a: _drop_flag(a, '--new-session', 1))",
+    # The syscall filter (supervisor/seccomp.py): not handed to bwrap at all, or another one.
+    "no-seccomp": "_without_seccomp()",
+    "allow-all-seccomp": "seccomp.program = lambda arch: bytes((6, 0, 0, 0, 0, 0, 0xFF, 0x7F))",  # RET ALLOW
+    "setuid-only-seccomp": "seccomp.SETID_BITS = 0o4000",
+    "io-uring-allowed-seccomp": ("seccomp.DENIED_SYSCALLS = {a: {n: e for n, e in d.items() if n not in "
+                                 "(425, 426, 427)} for a, d in seccomp.DENIED_SYSCALLS.items()}"),
+    # Not a weakening: an architecture the filter has no table for (the run must refuse).
+    "unknown-arch": ("_u = os.uname(); os.uname = lambda: type(_u)((*_u[:4], 'sparc64'))"),
 }
 
 _PRELUDE = """
 import os, sys
 import no_docker.supervisor.plan as plan
 import no_docker.supervisor.run as run
+import no_docker.supervisor.seccomp as seccomp
 def _replace(p, **kw):
     return p.replace(**kw)
 def _strip_hidden(p, path):
@@ -106,6 +104,14 @@ def _wrap_policy(change):
 def _wrap_argv(change):
     orig = run.bwrap_argv
     run.bwrap_argv = lambda *a, **k: change(orig(*a, **k))
+def _without_seccomp():
+    # No `--seccomp FD`, and FD not passed either (else it would cross into the run: P7).
+    orig_argv, orig_spawn, dropped = run.bwrap_argv, run.spawn, []
+    def argv(*a, seccomp_fd=None, **k):
+        dropped.append(seccomp_fd)
+        return orig_argv(*a, **k)
+    run.bwrap_argv = argv
+    run.spawn = lambda argv, pass_fds: orig_spawn(argv, tuple(fd for fd in pass_fds if fd not in dropped))
 """
 
 

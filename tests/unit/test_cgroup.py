@@ -20,7 +20,7 @@ MOUNTINFO = (
 
 def test_parsers():
     assert cgroup.parse_events("populated 1\nfrozen 0\n") == {"populated": 1, "frozen": 0}
-    assert cgroup.cgroup2_mounts(MOUNTINFO) == [Path("/sys/fs/cgroup/unified")]
+    assert cgroup.cgroup2_mounts(MOUNTINFO) == ["/sys/fs/cgroup/unified"]
     assert cgroup.own_v2_path("8:pids:/\n0::/user.slice/x\n") == "/user.slice/x"
     assert cgroup.own_v2_path("8:pids:/\n") is None
 
@@ -32,7 +32,7 @@ def test_systemd_host_without_delegation_gets_no_cgroup():
 def test_record_round_trip():
     cg = cgroup.RunCgroup(Path("/a"), Path("/b"))
     back = cgroup.RunCgroup.from_record(cg.as_record())
-    assert (back.path, back.pids_v1) == (Path("/a"), Path("/b"))
+    assert (back.path, back.pids_v1) == ("/a", "/b")
     assert cgroup.RunCgroup.from_record({"v2": None, "pids_v1": None}) is None
 
 
@@ -41,17 +41,17 @@ def test_max_pids_that_cannot_be_enforced_is_an_error(tmp_path):
         cgroup.create("t-nolimit", max_pids=10, parent=tmp_path / "nowhere", v1_pids_root=tmp_path / "none")
 
 
-usable = cgroup.v2_parent() is not None and cgroup.V1_PIDS_ROOT.joinpath("cgroup.procs").exists()
+usable = cgroup.v2_parent() is not None and os.path.exists(f"{cgroup.V1_PIDS_ROOT}/cgroup.procs")
 
 
 @pytest.mark.skipif(not usable, reason="needs a writable cgroup2 hierarchy and the v1 pids controller")
 def test_real_leaf_hook_limit_kill_and_removal():
     run_id = f"test-{os.getpid()}-{time.monotonic_ns()}"
     cg = cgroup.create(run_id, max_pids=5)
-    assert cg is not None and cg.path.is_dir() and cg.pids_v1.is_dir()
+    assert cg is not None and os.path.isdir(cg.path) and os.path.isdir(cg.pids_v1)
     child = None
     try:
-        assert (cg.pids_v1 / "pids.max").read_text().strip() == "5"
+        assert Path(cg.pids_v1, "pids.max").read_text().strip() == "5"
         child = subprocess.Popen(
             [sys.executable, "-c", "import os,time\nfor _ in range(20):\n    try: os.fork()\n"
              "    except OSError: print('limited', flush=True); break\ntime.sleep(60)"],
@@ -66,7 +66,7 @@ def test_real_leaf_hook_limit_kill_and_removal():
         assert cg.wait_empty(time.monotonic() + 5)
         child.wait(timeout=5)
         assert cg.remove(time.monotonic() + 5)
-        assert not cg.path.exists() and not cg.pids_v1.exists()
+        assert not os.path.exists(cg.path) and not os.path.exists(cg.pids_v1)
     finally:
         if child is not None and child.poll() is None:
             cg.kill()

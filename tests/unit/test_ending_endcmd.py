@@ -101,7 +101,7 @@ def test_sigkilled_supervisor_leaves_nothing_and_the_next_run_cleans_the_marker(
         row = next(r for r in rows if r["run_id"] == run_id)
         assert row["owner_alive"] is False and row["members"] == 0, row
         refuse_if_stale(markers.state_dir(), ProcFS())  # shown empty: removed, no refusal
-        assert not markers.marker_dir(markers.state_dir(), run_id).exists()
+        assert not os.path.exists(markers.marker_dir(markers.state_dir(), run_id))
     finally:
         _cleanup(record)
 
@@ -117,7 +117,7 @@ def test_leftover_members_make_the_next_run_refuse_until_end():
         done = _cli("end", run_id)
         assert done.returncode == 0, done.stderr
         assert f"run {run_id} ended" in done.stderr and "0 left" in done.stderr
-        assert not markers.marker_dir(markers.state_dir(), run_id).exists()
+        assert not os.path.exists(markers.marker_dir(markers.state_dir(), run_id))
         assert not Path(record.cgroup["pids_v1"]).exists()  # kernel: no task left, zombies included
     finally:
         _cleanup(record)
@@ -131,10 +131,10 @@ def test_end_refuses_a_live_owner_unless_forced():
     refused = _cli("end", rec.run_id)
     assert refused.returncode == 1 and "--force" in refused.stderr
     # the owner is this pytest process, which the CLI sees alive
-    assert markers.marker_dir(markers.state_dir(), rec.run_id).exists()
+    assert os.path.exists(markers.marker_dir(markers.state_dir(), rec.run_id))
     forced = _cli("end", "--force", rec.run_id)
     assert forced.returncode == 0, forced.stderr
-    assert not markers.marker_dir(markers.state_dir(), rec.run_id).exists()
+    assert not os.path.exists(markers.marker_dir(markers.state_dir(), rec.run_id))
 
 
 @pytest.mark.parametrize("args, message", [

@@ -43,6 +43,26 @@ def test_vanished_entry_is_gone(tmp_path):
     assert Membership(ProcFS(tmp_path), RUN).marker(60) == Marker.GONE
 
 
+class CountingLiveTable(LiveTable):
+    reads = 0
+
+    def read(self, handle: int):  # type: ignore[override]
+        self.reads += 1
+        return super().read(handle)
+
+
+def test_live_table_reads_no_identity_of_an_outsider_and_two_of_an_unreadable_process(tmp_path):
+    _fake_entry(tmp_path, 1, "1", "not-a-namespace-link")  # outsider, by depth
+    table = CountingLiveTable(ProcFS(tmp_path), RUN)
+    kept = take_pass(table)
+    assert (table.reads, list(kept), kept.seen) == (0, [], 1)
+    _fake_entry(tmp_path, 50, "50\t1", "garbage")  # deep enough to be a member: unreadable
+    table = CountingLiveTable(ProcFS(tmp_path), RUN)
+    result = verdict(take_pass(table), run_can_fork=False)
+    assert table.reads == 2
+    assert (result.verdict, [i.pid for i in result.unknown], result.seen) == (Verdict.INCONCLUSIVE, [50], 2)
+
+
 def test_this_process_is_an_outsider_of_a_made_up_run():
     assert Membership(ProcFS(), RUN).marker(os.getpid()) == Marker.OUTSIDER
 
@@ -52,7 +72,7 @@ def test_members_of_a_real_run_and_its_nested_namespace():
     with Tree(f"{NESTED} sleep 0.5; {READY}; sleep 1000") as tree:
         fs = ProcFS()
         # every task of the run's cgroup but the outer bwrap (our child, outside the namespace)
-        in_tree = [int(p) for p in (tree.life.cgroup.pids_v1 / "cgroup.procs").read_text().split()
+        in_tree = [int(p) for p in Path(tree.life.cgroup.pids_v1, "cgroup.procs").read_text().split()
                    if int(p) != tree.life.launcher_pid]
         nested = [pid for pid in in_tree if len(fs.nspid(pid)) > tree.life.namespace.depth + 1]
         assert nested, "no nested namespace was made"

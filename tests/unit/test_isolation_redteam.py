@@ -12,7 +12,7 @@ import stat
 import sys
 
 import pytest
-from isolation_helpers import bwrap_works, probe_without_filter, run_no_docker, weakened_probe
+from isolation_helpers import bwrap_works, no_docker_argv, run_no_docker, weakened_probe
 
 pytestmark = pytest.mark.needs_bwrap
 
@@ -36,17 +36,18 @@ except OSError as e:
 """
 
 
-@pytest.mark.parametrize("build", ["real", "filter-not-installed", "filter-and-its-check-off"])
+@pytest.mark.parametrize("build", ["real", "filter-not-given-to-bwrap", "filter-and-its-check-off"])
 def test_no_setuid_program_is_left_behind(tmp_path, build):
     # As root, uid 0 inside is uid 0 outside: a `chmod 4755` in the work dir left a setuid-root
-    # program that any local user could run after the run. The probe's syscall filter refuses
-    # setuid/setgid modes; the probe tries it before CMD runs.
-    probe = {"real": None, "filter-not-installed": probe_without_filter(tmp_path),
-             "filter-and-its-check-off": weakened_probe(tmp_path, ("P5f", "P5i"))}[build]
+    # program that any local user could run after the run. The run's syscall filter (bwrap
+    # --seccomp) refuses setuid/setgid modes; the probe tries it before CMD runs.
+    extra = {"real": {}, "filter-not-given-to-bwrap": {"weaken": ("no-seccomp",)},
+             "filter-and-its-check-off": {"weaken": ("no-seccomp",),
+                                          "probe": weakened_probe(tmp_path, ("P5f",))}}[build]
     work = tmp_path / "work"
     work.mkdir()
     result = run_no_docker(["--", sys.executable, "-I", "-S", "-c", SETUID, "/usr/bin/true"], cwd=work,
-                           probe=probe)
+                           **extra)
     modes = {name: os.stat(work / name).st_mode for name in ("planted", "planted-at-birth")
              if (work / name).exists()}
     setid = {name for name, mode in modes.items() if mode & (stat.S_ISUID | stat.S_ISGID)}
@@ -54,12 +55,113 @@ def test_no_setuid_program_is_left_behind(tmp_path, build):
         assert result.returncode == 0, result.stderr
         assert "CHMOD-REFUSED 1" in result.stdout and "CREATE-REFUSED 1" in result.stdout, result.stdout
         assert not setid
-    elif build == "filter-not-installed":
-        assert result.returncode == 125 and "P5 not proven" in result.stderr, result.stderr
+    elif build == "filter-not-given-to-bwrap":
+        assert result.returncode == 125 and "P5 not proven: no syscall filter" in result.stderr, result.stderr
         assert result.stdout == "" and not modes
     else:
         assert result.returncode == 0, result.stderr
         assert setid == {"planted", "planted-at-birth"}, result.stdout
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    ("allow-all-seccomp", "open(O_TMPFILE, 04700) in /tmp succeeded"),
+    ("setuid-only-seccomp", "fchmod(02700) of a file in /tmp succeeded"),
+])
+def test_a_filter_other_than_the_runs_is_refused(tmp_path, build, message):
+    # bwrap given another program (`Seccomp: 2` all the same): the probe's tries show it is not
+    # the run's filter, before CMD runs.
+    result = run_no_docker(["--", "sh", "-c", "echo RAN"], cwd=tmp_path, weaken=(build,))
+    assert result.returncode == 125, result.stderr
+    assert f"P5 not proven: {message}" in result.stderr, result.stderr
+    assert result.stdout == ""
+
+
+CHECK = [sys.executable, "-m", "no_docker.supervisor.cli", "check"]
+
+
+@pytest.mark.parametrize("build", ["real", "io-uring-allowed-seccomp"])
+def test_check_tries_the_rest_of_the_filter(tmp_path, build):
+    # The probe's gate can try only the mode rules without ctypes (~5 ms a run); `no-docker
+    # check` also tries io_uring_setup, openat2, keyctl and ptrace.
+    weaken = (build,) if build != "real" else ()
+    result = run_no_docker(["--quiet", "--", *CHECK], cwd=tmp_path, weaken=weaken)
+    if build == "real":
+        assert result.returncode == 0, result.stdout + result.stderr
+        return
+    assert result.returncode == 125, result.stdout + result.stderr
+    assert "P5 not proven: io_uring_setup() answered EFAULT, not ENOSYS" in result.stderr, result.stderr
+
+
+def test_an_architecture_without_a_filter_is_refused(tmp_path):
+    result = run_no_docker(["--", "sh", "-c", "echo RAN"], cwd=tmp_path, weaken=("unknown-arch",))
+    assert result.returncode == 125, result.stderr
+    assert result.stdout == ""
+    line = ("no-docker: P5: no syscall filter for sparc64 (only x86_64, aarch64) "
+            "(the run would leave setuid files and io_uring open)")
+    assert result.stderr.splitlines() == [line], result.stderr
+
+
+INIT_AND_CMD = """
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(425, 1, None)  # io_uring_setup(1, NULL)
+print("io_uring_setup", "OK" if r >= 0 else errno.errorcode[ctypes.get_errno()], flush=True)
+sys.stdin.read()  # until the test is done looking from outside
+"""
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for task in os.listdir(f"/proc/{parent}/task"):
+            try:
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    children = [int(c) for c in f.read().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
+    return found
+
+
+def _status(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers of x86_64")
+@pytest.mark.parametrize("build", ["real", "filter-not-given-to-bwrap-and-unchecked"])
+def test_the_sandbox_init_and_cmd_carry_the_filter(tmp_path, build):
+    # Read from outside, where no mount of the sandbox can stand in for the kernel's view: the
+    # namespace's init is the run's process whose innermost pid is 1 (NSpid).
+    import subprocess
+
+    extra = {"real": {}, "filter-not-given-to-bwrap-and-unchecked": {
+        "weaken": ("no-seccomp",), "probe": weakened_probe(tmp_path, ("P5f",))}}[build]
+    argv = no_docker_argv(["--quiet", "--", sys.executable, "-I", "-S", "-c", INIT_AND_CMD], **extra)
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        statuses = {pid: _status(pid) for pid in _descendants(proc.pid)}
+        init = [s for s in statuses.values() if s.get("NSpid", "").split()[-1:] == ["1"]
+                and len(s["NSpid"].split()) > 1]
+        cmd = [s for s in statuses.values() if s.get("Name") == os.path.basename(sys.executable)[:15]]
+        out, err = proc.communicate("", timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    assert proc.returncode == 0, line + out + err
+    assert len(init) == 1 and len(cmd) >= 1, statuses
+    own = _status(os.getpid())  # a CI container may have a filter of its own: the baseline
+    expected = "2" if build == "real" else own["Seccomp"]
+    assert init[0]["Seccomp"] == expected and {s["Seccomp"] for s in cmd} == {expected}, statuses
+    if build == "real" and "Seccomp_filters" in own:  # Linux >= 5.9: exactly one filter more
+        assert int(init[0]["Seccomp_filters"]) == int(own["Seccomp_filters"]) + 1, statuses
+    # Unfiltered, io_uring_setup(1, NULL) gets as far as reading its parameters: EFAULT.
+    assert line.strip() == ("io_uring_setup ENOSYS" if build == "real" else "io_uring_setup EFAULT"), line
 
 
 IO_URING_AND_KEYS = """
@@ -248,12 +350,13 @@ except OSError as e:
 
 
 @pytest.mark.parametrize("build", ["real", "init-mem-writable", "init-mem-writable-and-unchecked"])
-def test_the_unfiltered_init_cannot_be_given_code(tmp_path, build):
-    # bwrap's pid 1 carries no syscall filter (the probe installs it for itself and CMD): code
-    # written into its memory through /proc/1/mem would run unfiltered (e.g. chmod 4755).
+def test_the_init_cannot_be_given_code(tmp_path, build):
+    # Code written into the memory of bwrap's pid 1 through /proc/1/mem would run as the run's
+    # init. It carries the run's syscall filter now (bwrap --seccomp); the mask stays as a
+    # second wall (red-team review: before --seccomp the init had no filter at all).
     extra = {"real": {}, "init-mem-writable": {"weaken": ("init-mem-writable",)},
              "init-mem-writable-and-unchecked": {"weaken": ("init-mem-writable",),
-                                                 "probe": weakened_probe(tmp_path, ("P5f", "P5i"))}}[build]
+                                                 "probe": weakened_probe(tmp_path, ("P5f",))}}[build]
     argv = ["--quiet", "--", sys.executable, "-I", "-S", "-c", INIT_MEM]
     result = run_no_docker(argv, cwd=tmp_path, **extra)
     if build == "init-mem-writable":
@@ -316,7 +419,8 @@ def test_a_fifo_left_by_a_run_does_not_hang_the_next(tmp_path, fifo):
 
 def test_a_sudo_left_in_the_work_dir_is_never_run_by_the_probe(tmp_path):
     # With a relative PATH entry ("bin"), the probe's `sudo -n true` check ran bin/sudo from
-    # the work dir, before the syscall filter existed: unfiltered code of the previous run.
+    # the work dir, before the probe installed the syscall filter: unfiltered code of the
+    # previous run. (bwrap applies the filter before the probe starts now; still never run.)
     (tmp_path / "bin").mkdir()
     marker = tmp_path / "sudo-ran"
     (tmp_path / "bin" / "sudo").write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")

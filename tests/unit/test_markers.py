@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from no_docker.supervisor import markers
@@ -17,15 +18,15 @@ from no_docker.supervisor.snapshot import Identity
 
 
 def test_state_dir_precedence(tmp_path):
-    assert markers.state_dir({"NO_DOCKER_STATE_DIR": "/x", "XDG_RUNTIME_DIR": "/r"}) == markers.Path("/x")
-    assert markers.state_dir({"XDG_RUNTIME_DIR": "/r"}) == markers.Path("/r/no-docker")
+    assert markers.state_dir({"NO_DOCKER_STATE_DIR": "/x", "XDG_RUNTIME_DIR": "/r"}) == "/x"
+    assert markers.state_dir({"XDG_RUNTIME_DIR": "/r"}) == "/r/no-docker"
     if os.geteuid() == 0:
-        assert markers.state_dir({}) == markers.Path("/run/no-docker")
+        assert markers.state_dir({}) == "/run/no-docker"
 
 
 def test_state_dir_is_made_private_and_a_shared_one_is_refused(tmp_path):
     made = markers.ensure_state_dir(tmp_path / "a" / "state")
-    assert made.stat().st_mode & 0o777 == 0o700
+    assert os.stat(made).st_mode & 0o777 == 0o700
     loose = tmp_path / "loose"
     loose.mkdir(mode=0o755)
     loose.chmod(0o755)
@@ -54,7 +55,7 @@ def _record(owner: Identity, **kw) -> markers.RunRecord:
 def test_record_round_trips_and_is_written_atomically(tmp_path):
     rec = _record(markers.own_identity(), init=Identity(5, 6), ns_id=9, ns_inode=4026531836, ns_depth=1,
                   cgroup={"v2": "/sys/fs/cgroup/unified/no-docker/x", "pids_v1": None})
-    directory = markers.create_marker(tmp_path, rec)
+    directory = Path(markers.create_marker(tmp_path, rec))
     assert directory.stat().st_mode & 0o777 == 0o700
     assert sorted(os.listdir(directory)) == ["run.json"]  # no temporary file left behind
     back = markers.read_record(directory)
@@ -83,13 +84,13 @@ def test_owner_alive_uses_start_time_and_boot_id():
 
 
 def test_stale_marker_with_nothing_started_is_removed(tmp_path):
-    directory = markers.create_marker(tmp_path, _record(_dead_identity()))
+    directory = Path(markers.create_marker(tmp_path, _record(_dead_identity())))
     refuse_if_stale(tmp_path, ProcFS())
     assert not directory.exists()
 
 
 def test_marker_of_a_live_owner_is_left_alone(tmp_path):
-    directory = markers.create_marker(tmp_path, _record(markers.own_identity(), state=markers.RUNNING))
+    directory = Path(markers.create_marker(tmp_path, _record(markers.own_identity(), state=markers.RUNNING)))
     refuse_if_stale(tmp_path, ProcFS())
     assert directory.exists()
 
@@ -97,7 +98,7 @@ def test_marker_of_a_live_owner_is_left_alone(tmp_path):
 def test_stale_marker_whose_run_cannot_be_shown_ended_refuses(tmp_path):
     # spawning, no namespace and no cgroup recorded: nothing can show it ended
     rec = _record(_dead_identity(), state=markers.SPAWNING)
-    directory = markers.create_marker(tmp_path, rec)
+    directory = Path(markers.create_marker(tmp_path, rec))
     with pytest.raises(NotProven, match=f"no-docker end {rec.run_id}"):
         refuse_if_stale(tmp_path, ProcFS())
     assert directory.exists()
@@ -159,7 +160,7 @@ def test_a_record_is_stamped_when_it_is_made_not_when_its_class_was():
 def test_a_marker_removed_between_listing_and_reading_is_skipped(tmp_path, monkeypatch):
     # Regression (8 concurrent runs, 1 of 27 exited 125 "no run.json"): the owner of a run that
     # ended cleanly removed its marker after our stale check listed it and before it read it.
-    directory = markers.create_marker(tmp_path, _record(markers.own_identity(), state=markers.RUNNING))
+    directory = Path(markers.create_marker(tmp_path, _record(markers.own_identity(), state=markers.RUNNING)))
     listed = markers.list_markers(tmp_path)
     markers.remove_marker(directory)
     monkeypatch.setattr(markers, "list_markers", lambda state: listed)
@@ -175,7 +176,7 @@ def test_a_marker_without_its_record_still_refuses(tmp_path):
 
 def test_removal_never_shows_a_listed_marker_without_its_record(tmp_path):
     # remove_marker renames first, so no listing sees the directory once run.json is gone.
-    directory = markers.create_marker(tmp_path, _record(markers.own_identity(), state=markers.RUNNING))
+    directory = Path(markers.create_marker(tmp_path, _record(markers.own_identity(), state=markers.RUNNING)))
     real_unlink = os.unlink
     seen: list[list] = []
 

@@ -1,6 +1,6 @@
-"""The probe's syscall filter (``probe.seccomp_program``), run through a small classic-BPF
-interpreter: pure, no kernel involved. The real filter is tried in
-``test_isolation_redteam.py``."""
+"""The run's syscall filter (``seccomp.program``, which bwrap applies: ``--seccomp FD``), run
+through a small classic-BPF interpreter: pure, no kernel involved; and what the probe expects
+of it. The real filter is tried in ``test_isolation_redteam.py``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import errno
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from no_docker.supervisor import probe
+from no_docker.supervisor import probe, seccomp
 
 ALLOW = 0x7FFF0000
 
@@ -41,12 +41,12 @@ def run_bpf(program: bytes, nr: int, arch: int, args: tuple[int, ...] = (0,) * 6
     raise AssertionError("fell off the end of the program")
 
 
-X86 = probe.AUDIT_ARCH["x86_64"]
+X86 = seccomp.AUDIT_ARCH["x86_64"]
 
 
-@pytest.mark.parametrize("arch", sorted(probe.AUDIT_ARCH))
+@pytest.mark.parametrize("arch", sorted(seccomp.AUDIT_ARCH))
 def test_program_is_whole_instructions_and_short(arch):
-    program = probe.seccomp_program(arch)
+    program = seccomp.program(arch)
     assert len(program) % 8 == 0 and len(program) // 8 < 4096  # BPF_MAXINSNS
 
 
@@ -54,7 +54,7 @@ def test_program_is_whole_instructions_and_short(arch):
                                                  (452, 2, "fchmodat2"), (257, 3, "openat"), (2, 2, "open"),
                                                  (85, 1, "creat"), (133, 1, "mknod"), (259, 2, "mknodat")])
 def test_setid_modes_refused_other_modes_allowed_x86_64(nr, arg, name):
-    program = probe.seccomp_program("x86_64")
+    program = seccomp.program("x86_64")
     for mode, expected in ((0o4755, errno.EPERM), (0o2755, errno.EPERM), (0o6700, errno.EPERM),
                            (0o755, None), (0o1777, None), (0o644, None)):
         args = [0] * 6
@@ -67,41 +67,102 @@ def test_setid_modes_refused_other_modes_allowed_x86_64(nr, arg, name):
                                               (250, errno.EPERM), (101, errno.EPERM), (321, errno.EPERM),
                                               (0, None), (1, None), (59, None), (42, None), (56, None)])
 def test_denied_and_ordinary_syscalls_x86_64(nr, expected):
-    assert errno_of(run_bpf(probe.seccomp_program("x86_64"), nr, X86)) == expected
+    assert errno_of(run_bpf(seccomp.program("x86_64"), nr, X86)) == expected
 
 
 def test_other_abis_refused():
-    program = probe.seccomp_program("x86_64")
+    program = seccomp.program("x86_64")
     assert errno_of(run_bpf(program, 15, 0x40000003)) == errno.ENOSYS  # i386 through int 0x80
     assert errno_of(run_bpf(program, 0x40000000 | 90, X86)) == errno.ENOSYS  # x32 chmod
 
 
 @settings(max_examples=300, deadline=None)
-@given(arch=st.sampled_from(sorted(probe.AUDIT_ARCH)), mode=st.integers(0, 0xFFFFFFFF),
+@given(arch=st.sampled_from(sorted(seccomp.AUDIT_ARCH)), mode=st.integers(0, 0xFFFFFFFF),
        high=st.integers(0, 0xFFFFFFFF), data=st.data())
 def test_any_mode_is_refused_exactly_when_it_holds_setid_bits(arch, mode, high, data):
-    nr, arg = data.draw(st.sampled_from(sorted(probe.MODE_SYSCALLS[arch].items())))
+    nr, arg = data.draw(st.sampled_from(sorted(seccomp.MODE_SYSCALLS[arch].items())))
     args = [0] * 6
     args[arg] = mode | high << 32  # the kernel truncates mode_t to 32 bits: only the low half counts
-    verdict = run_bpf(probe.seccomp_program(arch), nr, probe.AUDIT_ARCH[arch], tuple(args))
+    verdict = run_bpf(seccomp.program(arch), nr, seccomp.AUDIT_ARCH[arch], tuple(args))
     assert errno_of(verdict) == (errno.EPERM if mode & 0o6000 else None), (arch, nr, oct(mode))
 
 
 @settings(max_examples=200, deadline=None)
-@given(arch=st.sampled_from(sorted(probe.AUDIT_ARCH)), nr=st.integers(0, 600),
+@given(arch=st.sampled_from(sorted(seccomp.AUDIT_ARCH)), nr=st.integers(0, 600),
        args=st.tuples(*[st.integers(0, 2**64 - 1)] * 6))
 def test_every_other_syscall_is_allowed_whatever_its_arguments(arch, nr, args):
-    if nr in probe.MODE_SYSCALLS[arch] or nr in probe.DENIED_SYSCALLS[arch]:
+    if nr in seccomp.MODE_SYSCALLS[arch] or nr in seccomp.DENIED_SYSCALLS[arch]:
         return
-    assert run_bpf(probe.seccomp_program(arch), nr, probe.AUDIT_ARCH[arch], args) == ALLOW
+    assert run_bpf(seccomp.program(arch), nr, seccomp.AUDIT_ARCH[arch], args) == ALLOW
 
 
-def test_uid_map_parser():
-    assert probe.maps_to_outside_root("         0          0          1\n")
-    assert not probe.maps_to_outside_root("         0       1000          1\n")
-    assert not probe.maps_to_outside_root("")
+@pytest.mark.parametrize("arch", sorted(seccomp.AUDIT_ARCH))
+def test_checks_tries_are_denied_by_the_program_with_the_errno_it_expects(arch):
+    # probe.FILTER_TRIES duplicates a few numbers (the probe runs as a script, `python -I -S`,
+    # and cannot import this module): they must be the program's.
+    assert sorted(probe.FILTER_TRIES) == sorted(seccomp.AUDIT_ARCH)
+    names = [name for name, *_ in probe.FILTER_TRIES[arch]]
+    assert names == ["io_uring_setup", "openat2", "keyctl", "ptrace"]
+    for name, nr, _args, expected in probe.FILTER_TRIES[arch]:
+        assert seccomp.DENIED_SYSCALLS[arch][nr] == expected, name
+        assert errno_of(run_bpf(seccomp.program(arch), nr, seccomp.AUDIT_ARCH[arch])) == expected, name
+
+
+def test_setid_tries_report_an_unfiltered_process(tmp_path):
+    # No filter here (the test process): the first try succeeds and is named.
+    assert probe.try_setid_modes(str(tmp_path)) == f"open(O_TMPFILE, 04700) in {tmp_path} succeeded"
+    with pytest.raises(OSError):
+        probe.try_setid_modes(str(tmp_path / "missing"))
+
+
+GATE_P5 = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import probe
+p = probe.Probe({}, gate=GATE)
+p._status = {"Seccomp": "2"}
+probe.init_seccomp_mode = lambda: "2"
+probe.try_setid_modes = lambda directory: None
+probe.try_open_rw = lambda path: 13
+try:
+    p.p5_filter()
+except probe.NotProven as err:
+    print("NOT-PROVEN", err)
+print("ctypes" in sys.modules, "_ctypes" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("gate", [True, False])
+def test_only_check_mode_loads_ctypes(gate):
+    # Gate mode (every run) proves the filter without ctypes (`import ctypes` alone was ~5 ms
+    # a run); `check` tries the rest of the filter through it.
+    import os
+    import subprocess
+    import sys
+
+    code = GATE_P5.replace("GATE", str(gate))
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code, os.path.dirname(probe.__file__)],
+                         capture_output=True, text=True, timeout=30)
+    if gate:
+        assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr
+    else:
+        # outside any filter: the io_uring try is what fails, through ctypes
+        assert out.stdout.splitlines()[-1] == "True True", out.stdout + out.stderr
+        assert "io_uring_setup() answered" in out.stdout, out.stdout
 
 
 def test_unknown_arch_has_no_program():
     with pytest.raises(KeyError):
-        probe.seccomp_program("sparc")
+        seccomp.program("sparc")
+
+
+def test_the_program_module_is_cheap_to_import():
+    # Run.start imports it on every run: the standard library's errno, nothing else.
+    import subprocess
+    import sys
+
+    code = ("import sys; before = set(sys.modules); import no_docker.supervisor.seccomp; "
+            "print(' '.join(sorted(set(sys.modules) - before)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert set(out.stdout.split()) <= {"no_docker", "no_docker.supervisor", "no_docker.supervisor.seccomp",
+                                       "errno"}, out.stdout

@@ -1,0 +1,73 @@
+"""The run's syscall filter (P5, P10): a classic-BPF program that bwrap applies (``--seccomp FD``).
+
+bwrap 0.8.0 reads the program from FD (``read()`` from the current offset to EOF, a multiple
+of 8 bytes) inside the new namespaces, closes FD, and applies it with
+``prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)`` in *both* processes it keeps there: its init
+(pid 1, in ``do_init``) and the child, as the last step before ``execve`` of the probe
+(bubblewrap.c: ``seccomp_program_new``, ``seccomp_programs_apply``). bwrap has set
+``no_new_privs``, so no privilege is needed; every process of the run inherits the filter, and
+a filter can never be removed (seccomp(2)). The probe proves it by trying (``probe.p5_filter``).
+
+Standard library only (``errno``): ``run.Run.start`` imports this on every run.
+
+Why each rule:
+* a mode with S_ISUID/S_ISGID (chmod, fchmod, fchmodat(2), open/openat/creat, mknod(at)): as
+  root, uid 0 inside is uid 0 outside, so `chmod 4755` in the work dir planted a setuid-root
+  program that any local user could run after the run (found by the red-team review);
+* io_uring_*: its OPENAT op carries a mode the filter cannot see; openat2: its mode is in a
+  struct behind a pointer (ENOSYS: callers fall back to openat);
+* keyctl/add_key/request_key: the session keyring is the caller's (bwrap makes no new one),
+  and request_key makes the host kernel run /sbin/request-key as root;
+* the rest is DESIGN §4's list: ptrace, process_vm_*, bpf, perf_event_open, userfaultfd,
+  kernel modules, kexec.
+Syscalls of another ABI (i386 through int 0x80, x32) are refused outright: their numbers differ.
+"""
+
+from __future__ import annotations
+
+import errno
+
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# arch -> {syscall number: index of its mode argument}
+MODE_SYSCALLS = {
+    "x86_64": {2: 2, 85: 1, 90: 1, 91: 1, 133: 1, 257: 3, 259: 2, 268: 2, 452: 2},
+    "aarch64": {56: 3, 33: 2, 52: 1, 53: 2, 452: 2},
+}
+# arch -> {syscall number: errno returned}
+DENIED_SYSCALLS = {
+    "x86_64": {425: errno.ENOSYS, 426: errno.ENOSYS, 427: errno.ENOSYS, 437: errno.ENOSYS,
+               248: errno.EPERM, 249: errno.EPERM, 250: errno.EPERM, 101: errno.EPERM,
+               310: errno.EPERM, 311: errno.EPERM, 321: errno.EPERM, 298: errno.EPERM,
+               323: errno.EPERM, 175: errno.EPERM, 313: errno.EPERM, 176: errno.EPERM,
+               246: errno.EPERM, 320: errno.EPERM},
+    "aarch64": {425: errno.ENOSYS, 426: errno.ENOSYS, 427: errno.ENOSYS, 437: errno.ENOSYS,
+                217: errno.EPERM, 218: errno.EPERM, 219: errno.EPERM, 117: errno.EPERM,
+                270: errno.EPERM, 271: errno.EPERM, 280: errno.EPERM, 241: errno.EPERM,
+                282: errno.EPERM, 105: errno.EPERM, 273: errno.EPERM, 106: errno.EPERM,
+                104: errno.EPERM, 294: errno.EPERM},
+}
+SETID_BITS = 0o6000
+X32_SYSCALL_BIT = 0x40000000
+# Classic BPF (linux/filter.h, linux/seccomp.h): struct seccomp_data is {int nr; u32 arch;
+# u64 ip; u64 args[6]}; the low half of args[i] is at 16 + 8 i on little-endian machines.
+_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+
+
+def program(arch: str) -> bytes:
+    """The filter for ARCH as an array of ``struct sock_filter`` (8 bytes each): refuse setuid and
+    setgid modes, and the DENIED_SYSCALLS; allow everything else. KeyError for an unknown ARCH
+    (the run is then refused: it never runs unfiltered)."""
+    audit_arch = AUDIT_ARCH[arch]
+    insns: list[tuple[int, int, int, int]] = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, audit_arch),
+                                              (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS), (_LD_ABS, 0, 0, 0)]
+    if arch == "x86_64":
+        insns += [(_JGE, 0, 1, X32_SYSCALL_BIT), (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS)]
+    for nr, code in sorted(DENIED_SYSCALLS[arch].items()):
+        insns += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _RET_ERRNO | code)]
+    for nr, arg in sorted(MODE_SYSCALLS[arch].items()):
+        insns += [(_JEQ, 0, 4, nr), (_LD_ABS, 0, 0, 16 + 8 * arg), (_JSET, 0, 1, SETID_BITS),
+                  (_RET, 0, 0, _RET_ERRNO | errno.EPERM), (_RET, 0, 0, _RET_ALLOW)]
+    insns.append((_RET, 0, 0, _RET_ALLOW))
+    return b"".join(code.to_bytes(2, "little") + bytes((jt, jf)) + k.to_bytes(4, "little")
+                    for code, jt, jf, k in insns)

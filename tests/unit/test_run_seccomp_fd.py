@@ -1,0 +1,74 @@
+"""``Run.start`` hands bwrap the run's syscall filter (``--seccomp FD``) and refuses without one.
+
+No sandbox is started: ``spawn`` is replaced, and reads what bwrap would read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+from no_docker.supervisor import run as run_mod
+from no_docker.supervisor import seccomp
+from no_docker.supervisor.errors import NotProven
+
+
+class FakeLife:
+    def __init__(self) -> None:
+        self.launched_pid: int | None = None
+
+    @contextlib.contextmanager
+    def cgroup_entered(self):
+        yield
+
+    def launched(self, pid: int) -> None:
+        self.launched_pid = pid
+
+
+def _start(monkeypatch, machine: str | None = None) -> tuple[dict, run_mod.Run]:
+    seen: dict = {}
+
+    def argv_for(**fds: int) -> list[str]:
+        seen["fds"] = fds
+        return ["bwrap", "--seccomp", str(fds["seccomp_fd"]), "--", "probe"]
+
+    def spawn(argv: list[str], pass_fds: tuple[int, ...]) -> int:
+        fd = seen["fds"]["seccomp_fd"]
+        seen.update(argv=argv, pass_fds=pass_fds, offset=os.lseek(fd, 0, os.SEEK_CUR),
+                    data=os.pread(fd, 1 << 16, 0), inheritable=os.get_inheritable(fd))
+        return os.getpid()  # pidfd_open needs a live pid; nothing is started
+
+    monkeypatch.setattr(run_mod, "spawn", spawn)
+    if machine is not None:
+        real = os.uname()
+        monkeypatch.setattr(run_mod.os, "uname", lambda: type(real)((*real[:4], machine)))
+    run = run_mod.Run(argv_for, True, FakeLife())
+    try:
+        run.start(b"plan\n")
+    finally:
+        if run.bwrap_pidfd is not None:
+            os.close(run.bwrap_pidfd)
+        for fd in run.fds:
+            os.close(fd)
+    return seen, run
+
+
+@pytest.mark.skipif(os.uname().machine not in seccomp.AUDIT_ARCH, reason="no filter for this arch")
+def test_bwrap_gets_the_program_from_offset_zero_and_the_fd_is_closed_after(monkeypatch):
+    seen, _ = _start(monkeypatch)
+    fd = seen["fds"]["seccomp_fd"]
+    assert fd in seen["pass_fds"] and seen["argv"][1:3] == ["--seccomp", str(fd)]
+    # bwrap read()s it to EOF from the current offset (load_file_data, bubblewrap 0.8.0)
+    assert seen["offset"] == 0 and seen["data"] == seccomp.program(os.uname().machine)
+    assert len(set(seen["fds"].values())) == 5
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed once bwrap has it
+
+
+def test_an_architecture_without_a_program_starts_nothing(monkeypatch):
+    before = sorted(os.listdir("/proc/self/fd"))
+    with pytest.raises(NotProven) as info:
+        _start(monkeypatch, machine="sparc64")
+    assert info.value.prop == "P5" and "no syscall filter for sparc64" in str(info.value)
+    assert sorted(os.listdir("/proc/self/fd")) == before  # no memfd, no pipe left open
