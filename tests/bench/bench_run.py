@@ -67,8 +67,8 @@ def bare_bwrap_argv(work: Path) -> list[str]:
 
 def commands(work: Path, farm: Path) -> dict[str, list[str] | None]:
     script = Path(sys.executable).with_name("no-docker")
-    direct = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from no_docker.supervisor.cli import main; "
-              "sys.exit(main(sys.argv[1:]))")
+    direct = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+              "from no_docker.supervisor.cli import console_main; console_main()")
     return {
         "no_docker": [str(script), "run", "--quiet", "--", "true"] if script.exists() else None,
         "no_docker_direct": [sys.executable, "-I", "-S", "-c", direct, str(farm), "run", "--quiet", "--",

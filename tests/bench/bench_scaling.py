@@ -168,7 +168,8 @@ def regular_install(into: Path) -> Path:
     for part in ("supervisor", "canary", "mutants", "ci"):
         (site / "no_docker" / part).symlink_to(REPO / part)
     script = into / "bin" / "no-docker"
-    script.write_text(f"#!{into / 'bin' / 'python3'}\nimport sys\nfrom no_docker.supervisor.cli import main\n"
+    script.write_text(f"#!{into / 'bin' / 'python3'}\nimport sys\n"
+                      "from no_docker.supervisor.cli import console_main as main\n"
                       "if __name__ == '__main__':\n    sys.argv[0] = sys.argv[0].removesuffix('.exe')\n"
                       "    sys.exit(main())\n")
     script.chmod(0o755)
