@@ -845,6 +845,28 @@ class OuterGuard:
         """Canary records since the guard proved itself (its own probe requests excluded)."""
         return read_records(self.log, self._log_offset)
 
+    def settled_records(self, at_least: int = 0, quiet: float = 0.3, timeout: float = 15.0) -> list[dict]:
+        """``records()`` once the canary has caught up: at least AT_LEAST of them, and none new
+        for QUIET seconds. The canary records a connection when its event loop gets to it,
+        which can be after the client has connected, closed and exited: records counted too
+        early would blame a control run's late records on the isolated run that follows
+        (seen once in T-04: 14 of the control's connection records, written 1 ms after it
+        exited, on a busy 2-CPU machine). Raises GuardError when AT_LEAST is not reached."""
+        deadline = time.monotonic() + timeout
+        found = self.records()
+        since = time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            now = self.records()
+            if len(now) != len(found):
+                found, since = now, time.monotonic()
+            elif len(found) >= at_least and time.monotonic() - since >= quiet:
+                return found
+        if len(found) < at_least:
+            raise GuardError(f"the canary recorded {len(found)} records within {timeout} s, "
+                             f"expected at least {at_least}")
+        return found
+
     # -- teardown
 
     def close(self) -> None:

@@ -335,7 +335,7 @@ def run_both(guard: object, base: Path, payload: Path, figures: dict) -> Runs:
     started = time.monotonic()
     guard.run(_argv(control_mutant), cwd=control_work, timeout=RUN_TIMEOUT)  # type: ignore[attr-defined]
     figures["control_s"] = round(time.monotonic() - started, 3)
-    control_records = guard.records()  # type: ignore[attr-defined]
+    control_records = guard.settled_records()  # type: ignore[attr-defined]  # the canary caught up
     # Persistence: files that exist (appended to) and files that do not (created) both count.
     home = Path(guard.home)  # type: ignore[attr-defined]
     for name in (".bashrc", ".profile"):

@@ -67,9 +67,11 @@ def attempts(module_guard):
     """
     targets = engine_targets(module_guard.layout)
     code = [sys.executable, "-I", "-c", CONNECT, json.dumps(targets)]
+    start = len(module_guard.settled_records())
     control = module_guard.run(code, timeout=120)
     assert control.returncode == 0, control.stderr.decode()
-    before = len(module_guard.records())
+    connected = sum(result == "connected" for result in json.loads(control.stdout).values())
+    before = len(module_guard.settled_records(start + connected))  # one connection record per connect
     isolated = module_guard.run(no_docker_argv("run", "--work", str(module_guard.work), "--", *code),
                                 timeout=120)
     stderr = isolated.stderr.decode(errors="replace")
@@ -89,7 +91,7 @@ def test_canary_recorded_nothing_from_the_run(attempts):
 
 
 def test_docker_cli_inside_the_run_reaches_nothing(module_guard):
-    before = len(module_guard.records())
+    before = len(module_guard.settled_records())
     done = module_guard.run(no_docker_argv("run", "--work", str(module_guard.work), "--",
                                            "docker", "version"), timeout=120)
     stderr = done.stderr.decode(errors="replace")[-600:]

@@ -81,7 +81,7 @@ def test_mutmut_under_no_docker_run_reaches_no_engine(tmp_path: Path, guard) -> 
     assert control.returncode == 0 and control.stdout.strip() == b"0", text(control)
     routes = [route_of(r) for r in guard.records() if r.get("kind") == "request"]
     assert ROUTE in routes, f"the canary did not see the example's docker ps: {routes}"
-    seen = len(guard.records())
+    seen = len(guard.settled_records())
 
     # 2. mutmut run, isolated
     run = guard.run(
@@ -110,7 +110,7 @@ def test_mutmut_under_no_docker_run_reaches_no_engine(tmp_path: Path, guard) -> 
     destructive = sorted({a or b for a, b in DESTRUCTIVE.findall(source)})
     assert destructive, "mutmut generated no mutant that takes the prune branch"
     assert all(listed.get(f"containers.{name}") in FINAL for name in destructive), listed
-    seen = len(guard.records())
+    seen = len(guard.settled_records())
     # record the argv the mutant hands to subprocess.run, then let it run for real
     probe = (
         "import subprocess, containers\n"
@@ -147,7 +147,7 @@ def test_mutmut_outside_a_run_with_the_plugin_on_stops_before_any_mutant(tmp_pat
             "[tool.pytest.ini_options]\n", f"[tool.pytest.ini_options]\nno_docker = true\n{plugin}"
         )
     )
-    seen = len(guard.records())
+    seen = len(guard.settled_records())
     run = guard.run([str(BIN / "mutmut"), "run", "--max-children", "2"], cwd=work, timeout=300)
     assert run.returncode == 125, text(run)[-2000:]
     assert guard.records()[seen:] == [], (

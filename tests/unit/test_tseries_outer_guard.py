@@ -375,3 +375,28 @@ def test_guard_leaks_no_file_descriptor(tmp_path):
     with pytest.raises(og.GuardError), og.OuterGuard(tmp_path / "c2.jsonl", canary=failing):
         pass
     assert fds() == before
+
+
+def test_settled_records_waits_for_records_the_canary_writes_late(tmp_path):
+    # Regression (T-04 failed once): a control's connection records were written after the
+    # control had exited, and were then blamed on the isolated run.
+    import threading
+
+    guard = og.OuterGuard.__new__(og.OuterGuard)  # only the log is needed here
+    guard.log, guard._log_offset = tmp_path / "canary.log", 0
+    guard.log.write_text('{"seq": 1}\n{"seq": 2}\n')
+
+    def late() -> None:
+        with open(guard.log, "a") as f:
+            f.write('{"seq": 3}\n')
+
+    timer = threading.Timer(0.15, late)
+    timer.start()
+    try:
+        assert [r["seq"] for r in guard.settled_records(at_least=3, quiet=0.05, timeout=5)] == [1, 2, 3]
+    finally:
+        timer.cancel()
+    # Quiet: nothing new for QUIET seconds is enough when nothing more is expected.
+    assert len(guard.settled_records(quiet=0.05, timeout=5)) == 3
+    with pytest.raises(og.GuardError, match="expected at least 5"):
+        guard.settled_records(at_least=5, quiet=0.05, timeout=0.3)
