@@ -226,9 +226,46 @@ def run_one(repo: Path, weakening: Weakening, workroot: Path, timeout: float = C
 def run_all(repo: Path, weakenings: Iterable[Weakening], workroot: Path,
             workers: int = 2) -> dict[Path, Result]:
     items = list(weakenings)
+    leaves_before = run_cgroup_leaves()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(lambda w: run_one(repo, w, workroot), items))
+    remove_empty_leaves(run_cgroup_leaves() - leaves_before)
     return {r.weakening.path: r for r in results}
+
+
+def run_cgroup_leaves() -> set[str]:
+    """The run cgroups (``<our cgroup>/no-docker/<id>``, v2 and v1 pids) that exist now."""
+    from no_docker.supervisor import cgroup
+
+    groups = [os.path.join(cgroup.V1_PIDS_ROOT, cgroup.GROUP_DIR)]
+    try:
+        parent = cgroup.v2_parent()
+    except OSError:
+        parent = None
+    if parent is not None:
+        groups.append(os.path.join(parent, cgroup.GROUP_DIR))
+    leaves = set()
+    for group in groups:
+        try:
+            leaves.update(entry.path for entry in os.scandir(group) if entry.is_dir())
+        except OSError:
+            continue
+    return leaves
+
+
+def remove_empty_leaves(leaves: Iterable[str], min_age: float = 2.0) -> None:
+    """rmdir the run cgroups the weakened builds left (a weakened ending may drop its marker
+    while its cgroup is still busy, so nothing else would ever remove them). Only leaves that
+    appeared while the children ran, are at least MIN_AGE seconds old (a run of someone else
+    that has just made its leaf and not yet spawned into it is younger) and empty: rmdir(2)
+    refuses a cgroup with a member (EBUSY), so a live run's cgroup stays."""
+    now = time.time()
+    for leaf in leaves:
+        try:
+            if now - os.stat(leaf).st_mtime >= min_age:
+                os.rmdir(leaf)
+        except OSError:
+            continue
 
 
 T_FILE = re.compile(r"tests/regression/(test_t(\d\d)_\w+\.py)")
