@@ -1,19 +1,22 @@
-"""no-docker's supervisor: the CLI, the isolation and the ending of every run.
+"""no-docker's supervisor: the CLI, ``run``, and three rooms below them.
 
-How the parts fit:
+How the parts fit (``no-docker run -- CMD``):
 
-- ``cli``       parses the command line and dispatches lazily, so ``no-docker run`` never
-                pays for importing the canary (aiohttp) or the lint (tree-sitter).
-- ``policy``    a ``Policy`` dataclass and the pure function that turns it into a bwrap argv.
-- ``listing``   the outside view before start: listening unix sockets and TCP ports.
-- ``probe``     runs *inside* the sandbox (stdlib only, ``python -I -S``), tries every
-                route and ``exec``s CMD only when every property P1-P11 is proven.
-- ``run``       ``no-docker run``: build the policy, start bwrap, wait, end the run.
-- ``procfs``, ``snapshot``, ``cgroup``, ``markers``, ``ending``: identify every member of a
-                run and prove, after a kernel-backed kill, that none is left.
-- ``outer_guard``, ``prove``: the mount + network namespace that hides the host's engine
-                paths, and the main job that shows the isolation route by route.
+- ``cli``        parses the command line and imports each subcommand lazily, so ``run`` never
+                 pays for the canary (aiohttp) or the lint (tree-sitter).
+- ``run``        builds the policy (``isolation``), opens the run's marker and cgroup
+                 (``ending``), starts bwrap, waits for CMD, then ends the run and proves it.
+- ``isolation/`` what a run may see, and proving it before CMD starts (P1-P13):
+                 policy -> plan -> bwrap argv, the outside listing, the probe, the syscall
+                 filter, ``check``.                        Doc: docs/isolation.md
+- ``ending/``    ending every process of a run and proving none is left: /proc parsing,
+                 markers, snapshot and verdict, cgroup, the ending algorithm, a run's
+                 lifecycle, ``end``, ``runs``.              Doc: docs/supervision.md
+- ``proving/``   the outer guard and ``prove``: the only room that uses the canary and the
+                 payloads.                                  Doc: docs/regression-cases.md
+- ``errors``, ``record``: shared by every room (exit codes and domain errors; light records).
 
-The canary (``no_docker.canary``) and the payloads (``no_docker.mutants``) are separate
-parts; the canary imports nothing of this package (it is a neutral witness).
+Dependency rules (DESIGN §2, tested by tests/unit/test_layout.py): ``isolation`` and ``ending``
+import nothing of ``canary``, ``mutants``, ``ci`` or ``proving``; the ``run`` path imports
+neither aiohttp nor tree-sitter.
 """

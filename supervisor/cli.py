@@ -15,10 +15,12 @@ from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NoDockerError
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("no_docker.supervisor.run", "run CMD with no route to any container engine"),
-    "check": ("no_docker.supervisor.check", "prove the isolation from inside (exit 0 inside a run)"),
-    "end": ("no_docker.supervisor.endcmd", "end leftover runs (alias: --end)"),
-    "runs": ("no_docker.supervisor.runs", "list runs and their state"),
-    "prove": ("no_docker.supervisor.prove", "the main job: canary, pinned mutant with and without isolation"),
+    "check": ("no_docker.supervisor.isolation.check",
+              "prove the isolation from inside (exit 0 inside a run)"),
+    "end": ("no_docker.supervisor.ending.end_command", "end leftover runs (alias: --end)"),
+    "runs": ("no_docker.supervisor.ending.runs", "list runs and their state"),
+    "prove": ("no_docker.supervisor.proving.prove",
+              "the main job: canary, pinned mutant with and without isolation"),
     "canary": ("no_docker.canary.cli", "the fake engine: serve, show"),
     "mutants": ("no_docker.mutants.cli", "payloads: lint, verify, review, apply"),
     "guard": ("no_docker.ci.guard", "CI guard checks of a repository"),
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if name == "run":
         # Before the run path is imported: the kernel's grace period for the first cgroup move
         # then elapses during the imports (cgroup.warm_migration says why).
-        from .cgroup import warm_migration
+        from .ending.cgroup import warm_migration
 
         warm_migration()
     try:

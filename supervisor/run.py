@@ -28,27 +28,26 @@ import select
 import sys
 import time
 
-from .ending import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
+from .ending.algorithm import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
+from .ending.lifecycle import RunLifecycle
+from .ending.procfs import ProcfsError
 from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NotProven, UsageError
-from .lifecycle import RunLifecycle
-from .listing import ListingError, collect
-from .plan import (
+from .isolation.later_code import later_code_changes, later_code_sources
+from .isolation.listing import ListingError, collect
+from .isolation.plan import (
     Request,
     build_policy,
     encode_plan,
-    later_code_changes,
-    later_code_sources,
     namespace_ids,
     probe_source_path,
 )
-from .policy import DOCKER_CONFIG_DIR, Policy, bwrap_argv
-from .procfs import ProcfsError
+from .isolation.policy import DOCKER_CONFIG_DIR, Policy, bwrap_argv
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
     from collections.abc import Callable
 
-    from .ending import EndReport
+    from .ending.algorithm import EndReport
 
 USAGE = ("usage: no-docker run [--work DIR] [--ro PATH]... [--rw PATH]... [--keep-env NAME]... "
          "[--report FILE] [--max-pids N] [--end-timeout SECONDS] [--quiet] -- CMD [ARG...]")
@@ -219,7 +218,7 @@ class Run:
 
     # -- start ---------------------------------------------------------------------------
     def start(self, plan: bytes) -> None:
-        from . import seccomp
+        from .isolation import syscall_filter as seccomp
 
         # The syscall filter, for bwrap to apply to its init and the probe (`--seccomp FD`:
         # read to EOF from the current offset). No filter for this arch: no run (fail closed).

@@ -40,7 +40,7 @@ def _remove_cgroups_of_kept_runs(tmp_path_factory: pytest.TempPathFactory) -> It
     (T-27, T-33, weakened builds...). Those markers live in this session's private state dirs,
     so the cgroups they name are this session's own: remove the ones that are empty by now."""
     yield
-    from no_docker.supervisor.cgroup import RunCgroup
+    from no_docker.supervisor.ending.cgroup import RunCgroup
 
     for record in tmp_path_factory.getbasetemp().rglob("run.json"):
         try:

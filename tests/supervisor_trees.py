@@ -19,8 +19,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from no_docker.supervisor.lifecycle import RunLifecycle
-from no_docker.supervisor.procfs import ProcFS
+from no_docker.supervisor.ending.lifecycle import RunLifecycle
+from no_docker.supervisor.ending.procfs import ProcFS
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 
@@ -75,7 +75,7 @@ class Tree:
 
     @property
     def target(self):  # noqa: ANN201
-        from no_docker.supervisor.ending import RunTarget
+        from no_docker.supervisor.ending.algorithm import RunTarget
         return RunTarget(self.life.run_id, self.life.namespace, self.life.record.init, self.life.cgroup)
 
     def count_in_cgroup(self) -> int:

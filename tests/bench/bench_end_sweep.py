@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: supervisor_trees
 
-from no_docker.supervisor.ending import wait_pidfds  # noqa: E402
+from no_docker.supervisor.ending.algorithm import wait_pidfds  # noqa: E402
 from supervisor_trees import READY, Tree  # noqa: E402
 
 SWEEP_SIZES = (0, 10, 100, 300, 1000, 2000, 3000)

@@ -27,11 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: supervisor_trees
 
-from no_docker.supervisor import cgroup as cgroups  # noqa: E402
-from no_docker.supervisor.ending import wait_pidfds  # noqa: E402
-from no_docker.supervisor.membership import LiveTable  # noqa: E402
-from no_docker.supervisor.procfs import ProcFS  # noqa: E402
-from no_docker.supervisor.snapshot import take_pass, verdict  # noqa: E402
+from no_docker.supervisor.ending import cgroup as cgroups  # noqa: E402
+from no_docker.supervisor.ending.algorithm import wait_pidfds  # noqa: E402
+from no_docker.supervisor.ending.membership import LiveTable  # noqa: E402
+from no_docker.supervisor.ending.procfs import ProcFS  # noqa: E402
+from no_docker.supervisor.ending.snapshot import take_pass, verdict  # noqa: E402
 from supervisor_trees import READY, Tree  # noqa: E402
 
 

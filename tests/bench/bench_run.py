@@ -46,7 +46,7 @@ def package_farm(into: Path) -> Path:
 
 def bare_bwrap_argv(work: Path) -> list[str]:
     """The argv no-docker would run, with ``true`` in place of the probe and no extra fds."""
-    from no_docker.supervisor import listing, plan, policy
+    from no_docker.supervisor.isolation import listing, plan, policy
 
     request = plan.Request(command=("true",), work=str(work))
     built = plan.build_policy(request, listing.collect(), dict(os.environ),

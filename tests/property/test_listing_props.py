@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from no_docker.supervisor.listing import (
+from no_docker.supervisor.isolation.listing import (
     ListingError,
     parse_proc_net_tcp,
     parse_proc_net_unix,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from no_docker.supervisor.plan import is_under, sockets_to_mask
-from no_docker.supervisor.policy import Policy, bwrap_argv
+from no_docker.supervisor.isolation.plan import is_under, sockets_to_mask
+from no_docker.supervisor.isolation.policy import Policy, bwrap_argv
 
 DIRS = ["/usr", "/etc", "/var", "/var/lib", "/var/lib/x", "/run", "/tmp", "/tmp/a", "/tmp/a/b",
         "/home/u", "/home/u/proj", "/home/u/proj/sub", "/home/u/.pyenv", "/opt", "/srv/data",

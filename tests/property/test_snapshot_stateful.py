@@ -21,8 +21,8 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from no_docker.supervisor import snapshot
-from no_docker.supervisor.snapshot import (
+from no_docker.supervisor.ending import snapshot
+from no_docker.supervisor.ending.snapshot import (
     Judgement,
     Marker,
     Observation,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from no_docker.supervisor import prove as pv
+from no_docker.supervisor.proving import prove as pv
 
 rows = st.lists(
     st.builds(pv.Row, route=st.from_regex(r"[a-z]{1,8}", fullmatch=True),

@@ -69,7 +69,7 @@ def no_docker_argv(*args: str) -> list[str]:
 def guard(tmp_path: Path) -> Iterator:
     """An outer guard for one test; ``tmp_path`` is visible inside at the same path."""
     skip_without_namespaces()
-    outer_guard = require("no_docker.supervisor.outer_guard", "supervisor/outer_guard.py")
+    outer_guard = require("no_docker.supervisor.proving.outer_guard", "supervisor/proving/outer_guard.py")
     require("no_docker.canary.cli", "the canary (canary/cli.py)")
     with outer_guard.OuterGuard(tmp_path / "canary.jsonl", share=[tmp_path]) as g:
         yield g
@@ -79,7 +79,7 @@ def guard(tmp_path: Path) -> Iterator:
 def module_guard(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """One outer guard shared by the cases of a module (one mutant run, many per-route checks)."""
     skip_without_namespaces()
-    outer_guard = require("no_docker.supervisor.outer_guard", "supervisor/outer_guard.py")
+    outer_guard = require("no_docker.supervisor.proving.outer_guard", "supervisor/proving/outer_guard.py")
     require("no_docker.canary.cli", "the canary (canary/cli.py)")
     base = tmp_path_factory.mktemp("guard")
     with outer_guard.OuterGuard(base / "canary.jsonl", share=[base]) as g:

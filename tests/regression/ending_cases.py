@@ -221,7 +221,7 @@ def report_of(path: Path) -> dict:
 # processes behind, as the bwrap races (#633, #692) can. Prints the run id when up.
 ORPHANING_OWNER = r"""
 import json, os, subprocess, sys, time
-from no_docker.supervisor.lifecycle import RunLifecycle
+from no_docker.supervisor.ending.lifecycle import RunLifecycle
 life = RunLifecycle(["orphan"], max_pids=64, check_stale=False).__enter__()
 r, w = os.pipe()
 script = sys.argv[1]
@@ -259,9 +259,9 @@ def orphaned_run(script: str) -> str:
 PATCHED_RUN = r"""
 import os, sys
 from pathlib import Path
-import no_docker.supervisor.lifecycle as lifecycle
-import no_docker.supervisor.ending as ending
-from no_docker.supervisor.procfs import ProcFS
+import no_docker.supervisor.ending.lifecycle as lifecycle
+import no_docker.supervisor.ending.algorithm as ending
+from no_docker.supervisor.ending.procfs import ProcFS
 mode, fake = sys.argv[1], Path(sys.argv[2])
 real_end_run = ending.end_run
 
@@ -288,7 +288,7 @@ def end_run(target, **kw):
 if mode == "unkillable":
     # signals to the run are not delivered (as for tasks stuck in the kernel)
     ending.signal.pidfd_send_signal = lambda fd, sig, *a: None
-    import no_docker.supervisor.cgroup as cgroup
+    import no_docker.supervisor.ending.cgroup as cgroup
     cgroup.RunCgroup.kill = lambda self: False
 lifecycle.end_run = end_run
 from no_docker.supervisor.cli import main

@@ -16,7 +16,7 @@ from conftest import (
     no_docker_argv,
     parse_route_log,
 )
-from no_docker.supervisor.prove import tree_digest
+from no_docker.supervisor.proving.prove import tree_digest
 
 ROUTES = declared_route_ids("network") + declared_route_ids("persistence")
 

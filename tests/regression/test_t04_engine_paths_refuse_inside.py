@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from conftest import no_docker_argv
-from no_docker.supervisor.outer_guard import Layout
+from no_docker.supervisor.proving.outer_guard import Layout
 
 # connect() to each target; print {label: "connected" | errno name}.
 CONNECT = r"""
@@ -42,7 +42,7 @@ print(json.dumps(out))
 
 def engine_targets(layout: Layout, listeners: list[dict] | None = None) -> list[tuple[str, str, str]]:
     """(label, kind, address) of every engine path; labels do not depend on the guard's root."""
-    from no_docker.supervisor import outer_guard as og
+    from no_docker.supervisor.proving import outer_guard as og
 
     unix = list(layout.unix_paths()) + ["/proc/1/root/run/docker.sock", "/proc/self/root/run/docker.sock"]
     out = []

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 from conftest import declared_route_ids, declared_routes, make_mutant, mutant_argv, parse_route_log, route_of
-from no_docker.supervisor.prove import evidence, record_route
+from no_docker.supervisor.proving.prove import evidence, record_route
 
 NETWORK = declared_route_ids("network")
 

@@ -1,7 +1,7 @@
 """T-27: 125 when a process of the run cannot be identified.
 
 The supervisor's procfs root is replaced (in a child interpreter: the injectable root of
-``supervisor/procfs.py``) by one where a member looks alive forever and its pid-namespace link
+``supervisor/ending/procfs.py``) by one where a member looks alive forever and its pid-namespace link
 cannot be read — as ``/proc/1/ns/*`` gives EACCES even to root on this machine kind. An
 unreadable marker is *unknown*, never "not a member": the run exits 125, prints the exact
 `no-docker end RUN_ID`, and keeps its marker; that command then finishes the job.

@@ -23,9 +23,9 @@ from ending_cases import (
     settled_without,
     token,
 )
-from no_docker.supervisor.membership import LiveTable, RunNamespace
-from no_docker.supervisor.procfs import NsIdentity, ProcFS
-from no_docker.supervisor.snapshot import take_pass, verdict
+from no_docker.supervisor.ending.membership import LiveTable, RunNamespace
+from no_docker.supervisor.ending.procfs import NsIdentity, ProcFS
+from no_docker.supervisor.ending.snapshot import take_pass, verdict
 
 
 def test_nested_namespace_members_are_seen_and_ended(tmp_path):
@@ -40,7 +40,7 @@ def test_nested_namespace_members_are_seen_and_ended(tmp_path):
         rows = [r for r in runs_json() if r["owner_pid"] == sup.pid]
         assert rows, "the run has no marker"
         row_state = rows[0]
-        from no_docker.supervisor import markers
+        from no_docker.supervisor.ending import markers
 
         rec = markers.read_record(markers.marker_dir(markers.state_dir(), row_state["run_id"]))
         run_ns = RunNamespace(NsIdentity(rec.ns_id, rec.ns_inode), rec.ns_depth)

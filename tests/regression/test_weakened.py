@@ -235,7 +235,7 @@ def test_the_harness_removes_only_empty_run_cgroups():
     import sys
     import time
 
-    from no_docker.supervisor import cgroup
+    from no_docker.supervisor.ending import cgroup
 
     made = [cgroup.create(f"test-harness-{os.getpid()}-{time.monotonic_ns()}-{n}") for n in range(2)]
     if made[0] is None or made[0].path is None:

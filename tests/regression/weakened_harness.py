@@ -235,7 +235,7 @@ def run_all(repo: Path, weakenings: Iterable[Weakening], workroot: Path,
 
 def run_cgroup_leaves() -> set[str]:
     """The run cgroups (``<our cgroup>/no-docker/<id>``, v2 and v1 pids) that exist now."""
-    from no_docker.supervisor import cgroup
+    from no_docker.supervisor.ending import cgroup
 
     groups = [os.path.join(cgroup.V1_PIDS_ROOT, cgroup.GROUP_DIR)]
     try:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PROBE = REPO / "supervisor" / "probe.py"
+PROBE = REPO / "supervisor" / "isolation" / "probe.py"
 BWRAP = shutil.which("bwrap")
 
 
@@ -46,7 +46,7 @@ def weakened_probe(tmp: Path, disable: tuple[str, ...]) -> Path:
         start = source.index(marker)
         body = source.index(":\n", start) + 2
         source = source[:body] + "        return\n" + source[body:]
-    out = tmp / "weak-probe" / "probe.py"
+    out = tmp / "weak-probe" / "supervisor" / "isolation" / "probe.py"  # laid out as installed
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(source)
     return out
@@ -65,7 +65,7 @@ POLICY_WEAKENINGS = {
     "proc-sys-writable": "_wrap_policy(lambda p: _replace(p, proc_readonly=()))",
     "init-mem-writable": "_wrap_policy(lambda p: _replace(p, proc_masked=()))",
     # git_layout back to trusting any gitdir a .git file names
-    "gitdir-trusted": "plan.gitdir_may_be_writable = lambda gitdir, common, work: True",
+    "gitdir-trusted": "later_code.gitdir_may_be_writable = lambda gitdir, common, work: True",
     "keep-all-env": "_wrap_policy(lambda p: _replace(p, env=tuple(sorted(os.environ.items()))))",
     "expose-tmp": "_wrap_policy(lambda p: _replace(p, ro=p.ro + ('/tmp',)))",
     "pass-fds": ("_spawn = run.spawn; run.spawn = lambda argv, pass_fds: _spawn(argv, tuple(pass_fds) + "
@@ -73,7 +73,7 @@ POLICY_WEAKENINGS = {
     "share-net": "_wrap_argv(lambda a: _insert_after(a, '--unshare-all', ['--share-net']))",
     "no-cap-drop": "_wrap_argv(lambda a: _drop_flag(a, '--cap-drop', 2))",
     "no-new-session": "_wrap_argv(lambda a: _drop_flag(a, '--new-session', 1))",
-    # The syscall filter (supervisor/seccomp.py): not handed to bwrap at all, or another one.
+    # The syscall filter (supervisor/isolation/syscall_filter.py): not handed to bwrap at all, or another one.
     "no-seccomp": "_without_seccomp()",
     "allow-all-seccomp": "seccomp.program = lambda arch: bytes((6, 0, 0, 0, 0, 0, 0xFF, 0x7F))",  # RET ALLOW
     "setuid-only-seccomp": "seccomp.SETID_BITS = 0o4000",
@@ -85,9 +85,10 @@ POLICY_WEAKENINGS = {
 
 _PRELUDE = """
 import os, sys
-import no_docker.supervisor.plan as plan
+import no_docker.supervisor.isolation.plan as plan
+import no_docker.supervisor.isolation.later_code as later_code
 import no_docker.supervisor.run as run
-import no_docker.supervisor.seccomp as seccomp
+import no_docker.supervisor.isolation.syscall_filter as seccomp
 def _replace(p, **kw):
     return p.replace(**kw)
 def _strip_hidden(p, path):

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from no_docker.supervisor import cgroup
-from no_docker.supervisor.procfs import ProcFS
+from no_docker.supervisor.ending import cgroup
+from no_docker.supervisor.ending.procfs import ProcFS
 
 MOUNTINFO = (
     "30 25 0:26 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw\n"
@@ -76,7 +76,7 @@ def test_real_leaf_hook_limit_kill_and_removal():
 
 @pytest.mark.skipif(not usable, reason="needs a writable cgroup2 hierarchy and the v1 pids controller")
 def test_posix_spawn_inside_entered_cgroup_and_we_move_back():
-    from no_docker.supervisor.lifecycle import RunLifecycle
+    from no_docker.supervisor.ending.lifecycle import RunLifecycle
 
     before = ProcFS().cgroup(os.getpid())
     with RunLifecycle(["x"], max_pids=10, check_stale=False) as life:
@@ -120,8 +120,8 @@ def test_freeze_stops_a_forking_child_and_thaw_resumes_it(tmp_path):
 
 def test_warm_migration_is_a_no_op_move_and_skips_what_it_cannot_write(monkeypatch):
     # In a child: the warm-up thread writes our pid to the cgroup we are in; nothing changes.
-    code = ("import os, time\nfrom no_docker.supervisor import cgroup\n"
-            "from no_docker.supervisor.procfs import ProcFS\n"
+    code = ("import os, time\nfrom no_docker.supervisor.ending import cgroup\n"
+            "from no_docker.supervisor.ending.procfs import ProcFS\n"
             "before = ProcFS().cgroup(os.getpid())\ncgroup.warm_migration()\ntime.sleep(0.2)\n"
             "after = ProcFS().cgroup(os.getpid())\nassert after == before, (before, after)\nprint('same')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -141,7 +141,7 @@ def test_warm_migration_is_a_no_op_move_and_skips_what_it_cannot_write(monkeypat
 
 @pytest.mark.skipif(not usable, reason="needs a writable cgroup2 hierarchy and the v1 pids controller")
 def test_early_entry_puts_the_spawn_inside_and_every_way_out_moves_us_back():
-    from no_docker.supervisor.lifecycle import RunLifecycle
+    from no_docker.supervisor.ending.lifecycle import RunLifecycle
 
     before = ProcFS().cgroup(os.getpid())
     # Spawned: the child is born in the run's cgroups; we are back home after the block.

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from no_docker.supervisor import markers
+from no_docker.supervisor.ending import markers
+from no_docker.supervisor.ending.lifecycle import refuse_if_stale
+from no_docker.supervisor.ending.procfs import ProcFS
 from no_docker.supervisor.errors import NotProven
-from no_docker.supervisor.lifecycle import refuse_if_stale
-from no_docker.supervisor.procfs import ProcFS
 from supervisor_trees import BWRAP, DAEMON
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
@@ -27,7 +27,7 @@ NO_DOCKER = [sys.executable, "-m", "no_docker.supervisor.cli"]
 # processes behind: exactly what `end` exists for.
 OWNER = r"""
 import json, os, subprocess, sys, time
-from no_docker.supervisor.lifecycle import RunLifecycle
+from no_docker.supervisor.ending.lifecycle import RunLifecycle
 die = sys.argv[1] == "1"
 life = RunLifecycle(["tree"], max_pids=100, check_stale=False).__enter__()
 r, w = os.pipe()

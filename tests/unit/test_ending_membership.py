@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from no_docker.supervisor.membership import LiveTable, Membership, RunNamespace
-from no_docker.supervisor.procfs import NsIdentity, ProcFS
-from no_docker.supervisor.snapshot import Marker, Verdict, take_pass, verdict
+from no_docker.supervisor.ending.membership import LiveTable, Membership, RunNamespace
+from no_docker.supervisor.ending.procfs import NsIdentity, ProcFS
+from no_docker.supervisor.ending.snapshot import Marker, Verdict, take_pass, verdict
 from supervisor_trees import NESTED, READY, Tree
 
 RUN = RunNamespace(NsIdentity(ns_id=123456789, inode=4026599999), depth=1)

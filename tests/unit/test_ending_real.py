@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from no_docker.supervisor.ending import end_run
-from no_docker.supervisor.procfs import ProcFS
+from no_docker.supervisor.ending.algorithm import end_run
+from no_docker.supervisor.ending.procfs import ProcFS
 from supervisor_trees import BOMB, DAEMON, HOPPER, IGNORES_TERM, NESTED, READY, STOPPED, Tree
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
@@ -98,7 +98,7 @@ def test_outside_processes_and_an_outside_zombie_are_not_signalled(spawn):
 
 
 def test_stale_check_does_not_kill_and_does_not_call_a_live_run_ended():
-    from no_docker.supervisor.lifecycle import stale_is_empty
+    from no_docker.supervisor.ending.lifecycle import stale_is_empty
 
     with Tree(f"{READY}; sleep 1000") as tree:
         report = stale_is_empty(tree.life.record, ProcFS())

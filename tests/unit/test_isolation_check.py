@@ -9,8 +9,8 @@ import sys
 
 import pytest
 from isolation_helpers import BWRAP, bwrap_works, run_no_docker
-from no_docker.supervisor.plan import encode_plan, namespace_ids
-from no_docker.supervisor.policy import PLAN_PATH
+from no_docker.supervisor.isolation.plan import encode_plan, namespace_ids
+from no_docker.supervisor.isolation.policy import PLAN_PATH
 
 _why = bwrap_works()
 needs_bwrap = pytest.mark.skipif(_why is not None, reason=_why or "")

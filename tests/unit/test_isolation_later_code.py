@@ -1,8 +1,8 @@
 """Code a run leaves for later, outside, through git (found by the red-team review).
 
 Mounts protect only what exists when a run starts; git follows files the run can still create
-in the writable .git and work tree. ``plan.later_code_sources`` is taken before a run and after
-it has ended; ``plan.later_code_changes`` names what the run added. Real git, real runs.
+in the writable .git and work tree. ``later_code.later_code_sources`` is taken before a run and after
+it has ended; ``later_code.later_code_changes`` names what the run added. Real git, real runs.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from isolation_helpers import bwrap_works, run_no_docker, weakened_probe
-from no_docker.supervisor import plan
+from no_docker.supervisor.isolation import later_code, plan
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@x", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
@@ -53,14 +53,14 @@ def test_index_gitlinks_reads_what_git_wrote(tmp_path, version, object_format):
     assert data[4:8] == version.to_bytes(4, "big")
     ls = git("ls-files", "-s", cwd=repo).splitlines()
     assert sorted(line.split("\t")[1] for line in ls if line.startswith("160000")) == sorted(expected)
-    assert plan.index_gitlinks(data, 32 if object_format == "sha256" else 20) == expected
+    assert later_code.index_gitlinks(data, 32 if object_format == "sha256" else 20) == expected
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=300))
 def test_index_gitlinks_refuses_garbage_without_crashing(data):
     try:
-        links = plan.index_gitlinks(b"DIRC" + data)
+        links = later_code.index_gitlinks(b"DIRC" + data)
     except ValueError:
         return
     assert isinstance(links, list)
@@ -70,9 +70,9 @@ def test_changes_are_reported_one_line_each():
     before = {".git": "dir", ".git/commondir": "absent", ".git/modules": "a b", ".envrc": "absent"}
     after = {".git": "dir", ".git/commondir": "file:/x sha256:1", ".git/modules": "a", ".envrc": "absent",
              "sub/.git": "file:gitdir: ../e sha256:2"}
-    assert plan.later_code_changes(before, after) == [
+    assert later_code.later_code_changes(before, after) == [
         ".git/commondir: absent -> file:/x sha256:1", "sub/.git: absent -> file:gitdir: ../e sha256:2"]
-    assert plan.later_code_changes(before, before) == []
+    assert later_code.later_code_changes(before, before) == []
 
 
 needs_bwrap = pytest.mark.skipif(bool(bwrap_works()), reason=str(bwrap_works()))
@@ -111,18 +111,18 @@ def test_what_a_run_leaves_for_git_outside_is_named(tmp_path, route):
         git("update-index", "--add", "--cacheinfo", f"160000,{head},sub", cwd=repo)
     script = {"commondir": COMMONDIR, "new-submodule": SUBMODULE, "embedded-submodule": EMBEDDED,
               "envrc": "echo 'touch MARKER' > .envrc"}[route].replace("MARKER", str(marker))
-    before = plan.later_code_sources(str(repo))
+    before = later_code.later_code_sources(str(repo))
     result = run_no_docker(["--quiet", "--", "sh", "-c", script], cwd=repo, env={**GIT_ENV})
     if route == "embedded-submodule":
         # Closed by mounts: sub/.git/config is read-only, sub/.git and sub are pinned (EBUSY).
         assert result.returncode != 0 and "busy" in result.stderr, result.stderr
-        assert plan.later_code_changes(before, plan.later_code_sources(str(repo))) == []
+        assert later_code.later_code_changes(before, later_code.later_code_sources(str(repo))) == []
         subprocess.run(["sh", "-c", script], cwd=repo, env=GIT_ENV, check=True)  # the same, unsandboxed
     else:
         # run.py takes the same fingerprint before and after: the run is not reported clean.
         assert result.returncode == 125, result.stderr
         assert "P4 not proven: the run left code that runs later, outside" in result.stderr, result.stderr
-    changes = plan.later_code_changes(before, plan.later_code_sources(str(repo)))
+    changes = later_code.later_code_changes(before, later_code.later_code_sources(str(repo)))
     assert changes, "the run left code for later and the audit did not see it"
     if route != "envrc":
         subprocess.run(["git", "status"], cwd=repo, env=GIT_ENV, capture_output=True, timeout=60)
@@ -167,7 +167,7 @@ def test_a_dot_git_with_a_commondir_protects_the_common_config_and_hooks(tmp_pat
     common.mkdir()
     (common / "config").write_text("[core]\n")
     (work / ".git" / "commondir").write_text(f"{common}\n")
-    pinned, protected, extra_rw = plan.git_layout(str(work))
+    pinned, protected, extra_rw = later_code.git_layout(str(work))
     assert str(common / "config") in protected and str(common / "hooks") in protected
     # A common dir outside the work dir is never made writable: the commondir file may be the
     # previous run's work (it could name /etc/cron.d).
@@ -178,14 +178,14 @@ def test_git_config_code_paths_parser():
     text = ('[core]\n\trepositoryformatversion = 0\n\thooksPath = .husky/_\n'
             '[Include]\n  path = "../shared.inc"\n[includeIf "gitdir:~/w/"]\n\tpath = local.cfg\n'
             '# hooksPath = no\n[alias]\n\thookspath = no\n')
-    assert plan.git_config_code_paths(text) == ([".husky/_"], ["../shared.inc", "local.cfg"])
-    assert plan.git_config_code_paths("") == ([], [])
+    assert later_code.git_config_code_paths(text) == ([".husky/_"], ["../shared.inc", "local.cfg"])
+    assert later_code.git_config_code_paths("") == ([], [])
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300))
 def test_git_config_code_paths_never_crashes(text):
-    hooks, includes = plan.git_config_code_paths(text)
+    hooks, includes = later_code.git_config_code_paths(text)
     assert all(isinstance(v, str) and v for v in hooks + includes)
 
 

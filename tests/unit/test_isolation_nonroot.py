@@ -47,8 +47,9 @@ def world(tmp_path_factory):
     try:
         pkg = base / "pkg" / "no_docker" / "supervisor"
         pkg.mkdir(parents=True)
-        for source in (REPO / "supervisor").glob("*.py"):
-            shutil.copy(source, pkg / source.name)
+        # The whole package, its rooms included (isolation/, ending/, proving/).
+        shutil.copytree(REPO / "supervisor", pkg, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
         work = base / "work"
         work.mkdir()
         home = base / "home"

@@ -228,7 +228,7 @@ def test_a_venv_in_the_work_dir_cannot_be_given_code_for_the_next_run(tmp_path, 
     marker = tmp_path / "ran-outside"
     code = "import sys\nimport no_docker.supervisor.cli as cli\n"
     if build == "venv-not-protected":
-        code += "import no_docker.supervisor.plan as plan\nplan.python_roots = lambda *paths: []\n"
+        code += "import no_docker.supervisor.isolation.plan as plan\nplan.python_roots = lambda *paths: []\n"
     code += f"sys.exit(cli.main(['run', '--quiet', '--', {python!r}, '-c', {PLANT!r}]))\n"
     import subprocess
 
@@ -246,7 +246,7 @@ def test_a_venv_in_the_work_dir_cannot_be_given_code_for_the_next_run(tmp_path, 
 
 
 def test_runs_later_in_home_names_what_must_stay_read_only():
-    from no_docker.supervisor.plan import runs_later_in_home
+    from no_docker.supervisor.isolation.plan import runs_later_in_home
 
     home = "/home/u"
     for path in ("/home/u/.config", "/home/u/.config/git", "/home/u/.local/bin", "/home/u/.bashrc",
@@ -429,3 +429,31 @@ def test_a_sudo_left_in_the_work_dir_is_never_run_by_the_probe(tmp_path):
     result = run_no_docker(["--quiet", "--", "true"], cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     assert not marker.exists()
+
+
+SUPERVISOR_WRITE = """
+import os
+for rel in ("supervisor/run.py", "supervisor/isolation/plan.py", "supervisor/new.py"):
+    try:
+        with open(rel, "a") as f:
+            f.write("# planted")
+        print("WRITTEN", rel)
+    except OSError as e:
+        print("REFUSED", rel, e.errno)
+"""
+
+
+def test_working_on_no_docker_itself_the_whole_supervisor_package_stays_read_only(tmp_path):
+    # The package that builds the next run's policy lies in the work dir (a clone of no-docker):
+    # every room of it, not only the probe's own folder, must be read-only inside. The probe is
+    # taken from a copy laid out as the package is (supervisor/isolation/probe.py).
+    probe = weakened_probe(tmp_path, ())
+    work = probe.parents[2]
+    (work / "supervisor" / "run.py").write_text("# the next run's code\n")
+    result = run_no_docker(["--quiet", "--work", str(work), "--", sys.executable, "-I", "-S", "-c",
+                            SUPERVISOR_WRITE], cwd=work, probe=probe)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:3] == ["REFUSED supervisor/run.py 30",
+                                             "REFUSED supervisor/isolation/plan.py 30",
+                                             "REFUSED supervisor/new.py 30"], result.stdout
+    assert (work / "supervisor" / "run.py").read_text() == "# the next run's code\n"

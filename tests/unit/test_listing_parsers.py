@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from no_docker.supervisor.listing import (
+from no_docker.supervisor.isolation.listing import (
     ListingError,
     collect,
     parse_proc_net_tcp,
@@ -113,7 +113,7 @@ def _nl(kind: int, payload: bytes = b"") -> bytes:
 
 
 def test_inet_diag_messages_parse_to_listening_ports():
-    from no_docker.supervisor.listing import parse_inet_diag
+    from no_docker.supervisor.isolation.listing import parse_inet_diag
 
     ports, done = parse_inet_diag(_diag_msg(2375) + _diag_msg(8080, state=1) + _diag_msg(6443) + _nl(3))
     assert (ports, done) == ([2375, 6443], True)
@@ -126,7 +126,7 @@ def test_inet_diag_messages_parse_to_listening_ports():
     (_nl(20, b"\x02\x0a"), "short inet_diag_msg"),
 ])
 def test_inet_diag_errors_are_listing_errors(data, message):
-    from no_docker.supervisor.listing import parse_inet_diag
+    from no_docker.supervisor.isolation.listing import parse_inet_diag
 
     with pytest.raises(ListingError, match=message):
         parse_inet_diag(data)
@@ -135,7 +135,7 @@ def test_inet_diag_errors_are_listing_errors(data, message):
 def test_netlink_and_proc_agree_on_a_real_listener():
     import socket
 
-    from no_docker.supervisor.listing import _proc_tcp_ports, listening_tcp_ports_netlink
+    from no_docker.supervisor.isolation.listing import _proc_tcp_ports, listening_tcp_ports_netlink
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from no_docker.supervisor import markers
+from no_docker.supervisor.ending import markers
+from no_docker.supervisor.ending.lifecycle import refuse_if_stale
+from no_docker.supervisor.ending.procfs import ProcFS
+from no_docker.supervisor.ending.snapshot import Identity
 from no_docker.supervisor.errors import NotProven
-from no_docker.supervisor.lifecycle import refuse_if_stale
-from no_docker.supervisor.procfs import ProcFS
-from no_docker.supervisor.snapshot import Identity
 
 
 def test_state_dir_precedence(tmp_path):

@@ -56,7 +56,7 @@ def no_docker(*args: str) -> list[str]:
 
 @pytest.fixture
 def guard(tmp_path: Path):
-    from no_docker.supervisor.outer_guard import OuterGuard
+    from no_docker.supervisor.proving.outer_guard import OuterGuard
 
     with OuterGuard(tmp_path / "canary.jsonl", share=[tmp_path]) as g:
         yield g

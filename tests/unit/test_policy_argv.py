@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from no_docker.supervisor.policy import (
+from no_docker.supervisor.isolation.policy import (
     ALLOWED_ENV_NAMES,
     FLAG_PROPERTIES,
     PLAN_PATH,
@@ -21,7 +21,7 @@ POLICY = Policy(
     pinned=("/home/u/proj/.git",), protected=("/home/u/proj/.git/hooks", "/home/u/proj/.git/config"),
     masked=("/var/lib/x/engine.sock",), env=(("HOME", "/home/u"), ("PATH", "/usr/bin")),
     probe_python="/home/u/.pyenv/versions/3.11.7/bin/python3.11",
-    probe_source="/home/u/proj/supervisor/probe.py",
+    probe_source="/home/u/proj/supervisor/isolation/probe.py",
 )
 CMD = ["sh", "-c", "echo hi"]
 

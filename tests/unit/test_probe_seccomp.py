@@ -9,7 +9,8 @@ import errno
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from no_docker.supervisor import probe, seccomp
+from no_docker.supervisor.isolation import probe
+from no_docker.supervisor.isolation import syscall_filter as seccomp
 
 ALLOW = 0x7FFF0000
 
@@ -161,8 +162,8 @@ def test_the_program_module_is_cheap_to_import():
     import subprocess
     import sys
 
-    code = ("import sys; before = set(sys.modules); import no_docker.supervisor.seccomp; "
+    code = ("import sys; before = set(sys.modules); import no_docker.supervisor.isolation.syscall_filter; "
             "print(' '.join(sorted(set(sys.modules) - before)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
-    assert set(out.stdout.split()) <= {"no_docker", "no_docker.supervisor", "no_docker.supervisor.seccomp",
-                                       "errno"}, out.stdout
+    assert set(out.stdout.split()) <= {"no_docker", "no_docker.supervisor", "no_docker.supervisor.isolation",
+                                       "no_docker.supervisor.isolation.syscall_filter", "errno"}, out.stdout

@@ -9,8 +9,8 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from no_docker.supervisor import probe
-from no_docker.supervisor.plan import encode_plan, namespace_ids
+from no_docker.supervisor.isolation import probe
+from no_docker.supervisor.isolation.plan import encode_plan, namespace_ids
 
 PROBE = probe.__file__
 
@@ -120,7 +120,7 @@ def test_probe_imports_only_cheap_stdlib():
 
 
 def test_probe_program_is_a_fresh_compiled_file(tmp_path):
-    from no_docker.supervisor.plan import probe_program
+    from no_docker.supervisor.isolation.plan import probe_program
 
     source = tmp_path / "probe.py"
     source.write_text("print('v1')\n")
@@ -135,7 +135,7 @@ def test_probe_program_is_a_fresh_compiled_file(tmp_path):
 
 
 def test_probe_program_falls_back_to_the_source_when_it_cannot_compile(tmp_path):
-    from no_docker.supervisor.plan import probe_program
+    from no_docker.supervisor.isolation.plan import probe_program
 
     source = tmp_path / "probe.py"
     source.write_text("print('x')\n")

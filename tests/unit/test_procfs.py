@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from no_docker.supervisor import procfs
-from no_docker.supervisor.procfs import ProcessGone, ProcFS, Unreadable
+from no_docker.supervisor.ending import procfs
+from no_docker.supervisor.ending.procfs import ProcessGone, ProcFS, Unreadable
 
 STAT = (b"4242 (a) b) (c) S 1 4242 4242 0 -1 4194560 10 0 0 0 0 0 0 0 20 0 1 0 987654 1000 10 "
         b"18446744073709551615\n")

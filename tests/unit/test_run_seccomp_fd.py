@@ -10,8 +10,8 @@ import os
 
 import pytest
 from no_docker.supervisor import run as run_mod
-from no_docker.supervisor import seccomp
 from no_docker.supervisor.errors import NotProven
+from no_docker.supervisor.isolation import syscall_filter as seccomp
 
 
 class FakeLife:

@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from no_docker.supervisor import outer_guard as og
+from no_docker.supervisor.proving import outer_guard as og
 
 REPO = Path(__file__).resolve().parents[2]
 PLACEHOLDER = REPO / "tests" / "regression" / "placeholder_canary.py"
@@ -316,7 +316,7 @@ def test_peercred_struct_is_three_ints():
 OWNER = """
 import json, os, sys, time
 from pathlib import Path
-from no_docker.supervisor.outer_guard import OuterGuard
+from no_docker.supervisor.proving.outer_guard import OuterGuard
 guard = OuterGuard(Path(sys.argv[1]), canary=json.loads(sys.argv[2])).__enter__()
 print(json.dumps({"holder": guard.holder_pid, "root": str(guard.root),
                   "pidns": os.stat(f"/proc/{guard.holder_pid}/ns/pid").st_ino}), flush=True)

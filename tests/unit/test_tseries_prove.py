@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from no_docker.supervisor import prove as pv
+from no_docker.supervisor.proving import prove as pv
 
 
 def _route_of(record):

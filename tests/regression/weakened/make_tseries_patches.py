@@ -88,11 +88,11 @@ def main() -> int:
          [f"{T4_PATH} {T4}::test_canary_recorded_nothing_from_the_run"],
          "every listening socket found outside is bound read-only into the sandbox instead of masked "
          "with /dev/null (a read-only bind does not stop connect()), and the probe's P3 check is skipped",
-         {"supervisor/plan.py": regex(r"^(\s*)masked = sockets_to_mask\([^)]*\)",
+         {"supervisor/isolation/plan.py": regex(r"^(\s*)masked = sockets_to_mask\([^)]*\)",
                                       r"\1masked = tuple(sockets)"),
-          "supervisor/policy.py": replace('argv += ["--ro-bind", "/dev/null", path]',
+          "supervisor/isolation/policy.py": replace('argv += ["--ro-bind", "/dev/null", path]',
                                           'argv += ["--ro-bind", path, path]'),
-          "supervisor/probe.py": early_return("p3")})
+          "supervisor/isolation/probe.py": early_return("p3")})
     tcp_and_abstract = ("abstract:no-docker-engine", "tcp:127.0.0.1:2375", "tcp:[::1]:2375",
                         "tcp:127.0.0.1:2376", "tcp:127.0.0.1:4243")
     make("t03-share-net.patch",
@@ -100,20 +100,20 @@ def main() -> int:
           PROVE],
          "bwrap gets --share-net (the guard's network namespace: loopback ports and abstract sockets "
          "reachable) and the probe's P2 check is skipped",
-         {"supervisor/policy.py": replace('argv += ["--unshare-all"]',
+         {"supervisor/isolation/policy.py": replace('argv += ["--unshare-all"]',
                                           'argv += ["--unshare-all", "--share-net"]'),
-          "supervisor/probe.py": early_return("p2")})
+          "supervisor/isolation/probe.py": early_return("p2")})
     make("t03-git-hooks-writable.patch",
          [f"{T3}::test_persistence_files_unchanged"],
          "the work dir's .git/hooks and .git/config (and start-up files) are no longer re-bound "
          "read-only, and the probe's P4 write check is skipped",
-         {"supervisor/plan.py": regex(r"^(\s*)(draft = Policy\()", r"\1protected.clear()\n\1\2"),
-          "supervisor/probe.py": early_return("p4_writes")})
+         {"supervisor/isolation/plan.py": regex(r"^(\s*)(draft = Policy\()", r"\1protected.clear()\n\1\2"),
+          "supervisor/isolation/probe.py": early_return("p4_writes")})
     make("t05-guard-without-ssh-host.patch",
          [f"{T5_ROUTE}[ssh-host]"],
          "the outer guard no longer provides its ssh stand-in (the remote host of DOCKER_HOST=ssh://), "
          "so the control's ssh route reaches nothing",
-         {"supervisor/outer_guard.py": replace('            f"{self.bin}/ssh": SSH_STAND_IN,\n', "")})
+         {"supervisor/proving/outer_guard.py": replace('            f"{self.bin}/ssh": SSH_STAND_IN,\n', "")})
     make("t05-payload-route-misses-its-port.patch",
          [f"{T5_ROUTE}[tcp-loopback-2375]"],
          "the payload's tcp-loopback-2375 route (re-pinned) dials 127.0.0.1:2374, where no engine "

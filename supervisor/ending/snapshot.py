@@ -26,7 +26,7 @@ Nothing here touches the OS; ``ProcessTable`` is implemented over /proc by
 
 from __future__ import annotations
 
-from .record import record
+from ..record import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # collections.abc costs milliseconds at import on every `no-docker run`

@@ -3,7 +3,7 @@
 ``bwrap_argv(policy, ...)`` is a pure function: every flag it emits is traceable to one of the
 properties P1-P11 of DESIGN §4 (see ``FLAG_PROPERTIES`` and docs/isolation.md). The decisions
 that need the file system (what exists, what is a symlink, where the toolchain lives) are made
-once by ``build_policy`` in ``supervisor/plan.py``; this module never stats anything.
+once by ``build_policy`` in ``supervisor/isolation/plan.py``; this module never stats anything.
 
 Mount order matters, because bwrap applies mounts in command-line order and a later mount
 covers an earlier one:
@@ -21,9 +21,14 @@ covers an earlier one:
 
 from __future__ import annotations
 
-from .record import record
+from ..record import record
 
 # Inside the sandbox: where the run's own files appear. Under /run, which is a fresh tmpfs.
+# Top-level directories that make up "the system": bound read-only when they are directories,
+# re-created as symlinks when they are symlinks (merged /usr).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+               "/var", "/srv", "/nix")
+
 RUN_DIR = "/run/no-docker-run"
 PLAN_PATH = f"{RUN_DIR}/plan.json"
 DOCKER_CONFIG_DIR = f"{RUN_DIR}/docker-config"
@@ -44,6 +49,11 @@ ALLOWED_ENV_NAMES = ("PATH", "LANG", "LANGUAGE", "TERM", "COLORTERM", "NO_COLOR"
                      "LOGNAME", "SHELL", "COLUMNS", "LINES", "CI")
 ALLOWED_ENV_PREFIXES = ("LC_",)
 
+
+
+def is_under(path: str, root: str) -> bool:
+    """True when PATH is ROOT or inside it (both absolute and normalized)."""
+    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
 
 def env_name_denied(name: str) -> bool:
     """True when NAME must never cross into a run (P6). DOCKER_CONFIG is set by us, not kept."""

@@ -25,10 +25,10 @@ import os
 import select
 import time
 
+from ..record import Factory, record
 from .cgroup import CgroupError, RunCgroup
 from .membership import LiveTable, Membership, RunNamespace
 from .procfs import NsIdentity, ProcessGone, ProcFS, ProcfsError, Unreadable
-from .record import Factory, record
 from .snapshot import Identity, Marker, PassResult, Verdict, take_pass, verdict
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing

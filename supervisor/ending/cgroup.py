@@ -23,7 +23,7 @@ import errno
 import os
 import time
 
-from .record import Factory, record
+from ..record import Factory, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:

@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from .errors import NoDockerError
+from ..errors import NoDockerError
 
 # Directories whose host contents must never be visible inside the guard.
 HIDDEN_DIRS = ("/run", "/var/run", "/tmp", "/var/tmp", "/dev/shm", "/var/spool/cron")
@@ -747,7 +747,8 @@ class OuterGuard:
         config = self._config(self.root)
         config_path = self.root / "guard-config.json"
         config_path.write_text(json.dumps(config))
-        holder = [sys.executable, "-m", "no_docker.supervisor.outer_guard", "--holder", str(config_path)]
+        holder = [sys.executable, "-m", "no_docker.supervisor.proving.outer_guard", "--holder",
+                  str(config_path)]
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "LANG", "LC_ALL")}
         stdin_r, self._stdin_w = os.pipe2(os.O_CLOEXEC)
         stderr = open(self.root / "holder.stderr", "wb")  # noqa: SIM115
@@ -902,7 +903,7 @@ class OuterGuard:
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "--holder":
         return holder_main(argv[1])
-    print("usage: python -m no_docker.supervisor.outer_guard --holder CONFIG", file=sys.stderr)
+    print("usage: python -m no_docker.supervisor.proving.outer_guard --holder CONFIG", file=sys.stderr)
     return 2
 
 

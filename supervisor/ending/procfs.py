@@ -17,7 +17,7 @@ import fcntl
 import os
 import sys
 
-from .record import record
+from ..record import record
 
 # ioctls on an nsfs file descriptor, from include/uapi/linux/nsfs.h:
 #   NS_GET_PARENT = _IO(0xb7, 0x2)         -> new fd of the parent namespace (EPERM at our scope)

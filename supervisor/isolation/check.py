@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sys
 
+from ..errors import EXIT_NOT_PROVEN, UsageError
 from . import probe
-from .errors import EXIT_NOT_PROVEN, UsageError
 from .policy import PLAN_PATH
 
 

@@ -23,11 +23,11 @@ import _thread
 import os
 import time
 
+from ..errors import NotProven
 from . import markers
+from .algorithm import DEFAULT_TIMEOUT, EndReport, RunTarget, end_run, namespace_of
 from .cgroup import CgroupError, RunCgroup
 from .cgroup import create as create_cgroup
-from .ending import DEFAULT_TIMEOUT, EndReport, RunTarget, end_run, namespace_of
-from .errors import NotProven
 from .membership import RunNamespace
 from .procfs import ProcessGone, ProcFS, ProcfsError
 from .snapshot import Identity

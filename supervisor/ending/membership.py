@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import os
 
+from ..record import record
 from .procfs import NsIdentity, ProcessGone, ProcFS, ProcfsError, Unreadable, ns_fd_ancestry
-from .record import record
 from .snapshot import Marker, Seen
 
 

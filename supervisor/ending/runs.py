@@ -12,8 +12,8 @@ import os
 import sys
 from typing import Any
 
+from ..errors import UsageError
 from . import markers
-from .errors import UsageError
 from .membership import LiveTable
 from .procfs import ProcFS, ProcfsError
 from .snapshot import Verdict, take_pass, verdict

@@ -75,7 +75,7 @@ SYSTEM_WRITE_TRIES = ("/", "/etc", "/usr", "/usr/local", "/var", "/opt", "/srv")
 KERNEL_WRITE_TRIES = ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe",
                       "/proc/sys/vm/drop_caches", "/proc/sysrq-trigger", "/proc/sys/fs/binfmt_misc/register")
 # --- the syscall filter (P5, P10) ------------------------------------------------------------
-# bwrap applies the run's filter (supervisor/seccomp.py, `--seccomp FD`) to its init and to this
+# bwrap applies the run's filter (isolation/syscall_filter.py, `--seccomp FD`) to its init and to this
 # process right before exec, so CMD and everything it starts inherit it. The probe installs
 # nothing (that took `import ctypes`, ~5 ms of every run); it proves the filter by trying what
 # that filter refuses in its own way: a setuid or setgid mode (EPERM), in gate and check mode.

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from .errors import EXIT_NOT_PROVEN, NoDockerError, UsageError
+from ..errors import EXIT_NOT_PROVEN, NoDockerError, UsageError
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the source tree (editable install)
 DEVENV = PACKAGE_ROOT / "tests" / "fixtures" / "devenv"

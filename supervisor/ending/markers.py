@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 import time
 
-from .errors import NotProven
+from ..errors import NotProven
+from ..record import Factory, record
 from .procfs import ProcessGone, ProcFS, ProcfsError
-from .record import Factory, record
 from .snapshot import Identity
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing

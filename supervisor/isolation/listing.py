@@ -21,7 +21,7 @@ from __future__ import annotations
 import _socket  # not socket: its enums cost more than the whole listing
 import os
 
-from .record import record
+from ..record import record
 
 # Format of a /proc/net/unix line (net/unix/af_unix.c, unix_seq_show):
 #   "%pK: %08X %08X %08X %04X %02X %5lu" then " " + path when the socket is bound.

@@ -11,10 +11,10 @@ import argparse
 import os
 import sys
 
+from ..errors import EXIT_NOT_PROVEN, UsageError
 from . import markers
+from .algorithm import DEFAULT_TIMEOUT, EndReport, end_run
 from .cgroup import RunCgroup
-from .ending import DEFAULT_TIMEOUT, EndReport, end_run
-from .errors import EXIT_NOT_PROVEN, UsageError
 from .lifecycle import target_of
 from .procfs import ProcFS
 
