@@ -156,7 +156,8 @@ def init_seccomp_mode(wait: float = 0.05) -> str | None:
         time.sleep(0.002)
 
 
-PROPERTIES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11")
+AF_VSOCK = 40  # linux/socket.h; spelled out: not every Python build names it
+PROPERTIES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P13")
 # Refusals of connect() that mean "not reachable" (anything else, e.g. a timeout, is suspect).
 UNREACHED = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR, errno.ENOTSOCK,
                        errno.EACCES, errno.EPERM, errno.ENETUNREACH, errno.EHOSTUNREACH,
@@ -498,6 +499,25 @@ class Probe:
                 raise NotProven("P5", f"{path} is writable: the sandbox's init could be made to run "
                                 "the run's code")
 
+    # P13: no socket family that no network namespace confines. AF_VSOCK reaches the
+    # hypervisor host and its VMs (Docker Desktop's engine) from any namespace; the run's
+    # filter refuses it (syscall_filter.SOCKET_SYSCALLS). Tried, not read from the filter: a
+    # kernel that autoloads vsock on first use would answer this very try.
+    def p13(self) -> None:
+        for label, attempt in (("socket", lambda: _socket.socket(AF_VSOCK, _socket.SOCK_STREAM)),
+                               ("socketpair", lambda: _socket.socketpair(AF_VSOCK, _socket.SOCK_STREAM))):
+            try:
+                made = attempt()
+            except OSError as err:
+                if err.errno not in (errno.EAFNOSUPPORT, errno.EPERM, errno.EOPNOTSUPP):
+                    raise NotProven("P13", f"{label}(AF_VSOCK) failed with {err} instead of being "
+                                    "refused") from err
+                continue
+            for sock in made if isinstance(made, tuple) else (made,):
+                sock.close()
+            raise NotProven("P13", f"{label}(AF_VSOCK) succeeded: vsock reaches the hypervisor host and "
+                            "its VMs from any network namespace")
+
     def start_sudo(self) -> None:
         # `sudo -n true` must fail; started early so it runs while the other checks do. Only
         # from an absolute PATH dir outside every writable place: a relative entry ("bin") is
@@ -747,7 +767,8 @@ class Probe:
         return (("P1", self.p1), ("P5", self.p5), ("P6", self.p6),
                 ("P7", lambda: self.p7((self.report_fd,) if self.report_fd is not None else ())),
                 ("P8", self.p8), ("P9", self.p9), ("P11", self.p11), ("P4", self.p4_mounts),
-                ("P2", self.p2), ("P3", self.p3), ("P5", self.p5_filter), ("P4", self.p4_writes),
+                ("P2", self.p2), ("P3", self.p3), ("P5", self.p5_filter), ("P13", self.p13),
+                ("P4", self.p4_writes),
                 ("P10", self.p10))
 
     def table(self) -> list[tuple[str, str, str]]:

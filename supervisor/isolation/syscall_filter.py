@@ -18,6 +18,8 @@ Why each rule:
   struct behind a pointer (ENOSYS: callers fall back to openat);
 * keyctl/add_key/request_key: the session keyring is the caller's (bwrap makes no new one),
   and request_key makes the host kernel run /sbin/request-key as root;
+* socket/socketpair with AF_VSOCK (P13): vsock is in no network namespace and reaches the
+  hypervisor host and its VMs; the probe tries it (``probe.p13``);
 * the rest is DESIGN §4's list: ptrace, process_vm_*, bpf, perf_event_open, userfaultfd,
   kernel modules, kexec.
 Syscalls of another ABI (i386 through int 0x80, x32) are refused outright: their numbers differ.
@@ -46,6 +48,11 @@ DENIED_SYSCALLS = {
                 282: errno.EPERM, 105: errno.EPERM, 273: errno.EPERM, 106: errno.EPERM,
                 104: errno.EPERM, 294: errno.EPERM},
 }
+# arch -> (socket, socketpair): AF_VSOCK refused (P13). vsock belongs to no network namespace:
+# it reaches the hypervisor host and its VMs (Docker Desktop runs its engine in one). The
+# domain is the first argument, in a register, so the filter sees exactly what the kernel will.
+SOCKET_SYSCALLS = {"x86_64": (41, 53), "aarch64": (198, 199)}
+AF_VSOCK = 40
 SETID_BITS = 0o6000
 X32_SYSCALL_BIT = 0x40000000
 # Classic BPF (linux/filter.h, linux/seccomp.h): struct seccomp_data is {int nr; u32 arch;
@@ -65,6 +72,10 @@ def program(arch: str) -> bytes:
         insns += [(_JGE, 0, 1, X32_SYSCALL_BIT), (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS)]
     for nr, code in sorted(DENIED_SYSCALLS[arch].items()):
         insns += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _RET_ERRNO | code)]
+    for nr in SOCKET_SYSCALLS[arch]:
+        # errno EAFNOSUPPORT: what a kernel without vsock says, which callers already handle.
+        insns += [(_JEQ, 0, 4, nr), (_LD_ABS, 0, 0, 16), (_JEQ, 0, 1, AF_VSOCK),
+                  (_RET, 0, 0, _RET_ERRNO | errno.EAFNOSUPPORT), (_RET, 0, 0, _RET_ALLOW)]
     for nr, arg in sorted(MODE_SYSCALLS[arch].items()):
         insns += [(_JEQ, 0, 4, nr), (_LD_ABS, 0, 0, 16 + 8 * arg), (_JSET, 0, 1, SETID_BITS),
                   (_RET, 0, 0, _RET_ERRNO | errno.EPERM), (_RET, 0, 0, _RET_ALLOW)]

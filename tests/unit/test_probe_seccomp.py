@@ -167,3 +167,18 @@ def test_the_program_module_is_cheap_to_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert set(out.stdout.split()) <= {"no_docker", "no_docker.supervisor", "no_docker.supervisor.isolation",
                                        "no_docker.supervisor.isolation.syscall_filter", "errno"}, out.stdout
+
+
+@pytest.mark.parametrize("arch", sorted(seccomp.AUDIT_ARCH))
+@given(domain=st.integers(0, 2**32 - 1), kind=st.integers(0, 2**32 - 1))
+@settings(max_examples=200, deadline=None)
+def test_vsock_refused_every_other_domain_allowed(arch, domain, kind):
+    # P13: socket() and socketpair() with AF_VSOCK get EAFNOSUPPORT, whatever the type; every
+    # other domain (AF_UNIX, AF_INET, AF_NETLINK...) passes untouched.
+    program = seccomp.program(arch)
+    audit = seccomp.AUDIT_ARCH[arch]
+    for nr in seccomp.SOCKET_SYSCALLS[arch]:
+        expected = errno.EAFNOSUPPORT if domain == seccomp.AF_VSOCK else None
+        assert errno_of(run_bpf(program, nr, audit, (domain, kind, 0, 0, 0, 0))) == expected
+        vsock_args = (seccomp.AF_VSOCK, kind, 0, 0, 0, 0)
+        assert errno_of(run_bpf(program, nr, audit, vsock_args)) == errno.EAFNOSUPPORT
