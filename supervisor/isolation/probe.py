@@ -714,6 +714,15 @@ class Probe:
         candidates = list(self.plan.get("unix", []))
         candidates += [p for p in (expand(e, home, xdg) for e in ENGINE_PATHS) if p]
         for path in dict.fromkeys(candidates):
+            # The hiding layer alone, before the connect (which the connect mediation, P12,
+            # would refuse anyway): nothing bound outside may even show as a socket here.
+            try:
+                shown = stat.S_ISSOCK(os.stat(path).st_mode)
+            except OSError:
+                shown = False
+            if shown:
+                raise NotProven("P3", f"{path} is a socket in the run's view: it is neither hidden nor "
+                                "masked (--ro-bind /dev/null over it)")
             code = try_connect(_socket.AF_UNIX, path)
             if code not in UNREACHED:
                 raise NotProven("P3", f"connect to {path}: {errname(code)}; hide it (e.g. --ro-bind "

@@ -643,11 +643,14 @@ class OuterGuard:
     ``with OuterGuard(log) as guard: guard.run([...])``. ``share`` names directories of the
     caller that stay visible (same path) inside although they lie under a hidden directory
     (pytest's ``tmp_path``); the log's directory and ``$NO_DOCKER_STATE_DIR`` are shared too.
+    ``scratch`` names further existing directories (``/srv``, ``/var/lib/misc``...) that get an
+    empty tmpfs of their own inside: a place where an engine may appear during a run in a
+    directory the run sees (the lifetime cases), without writing to the host's.
     """
 
     def __init__(self, log: Path, *, mode: str = "answer", userns: bool | None = None,
                  share: Sequence[Path] = (), canary: Sequence[str] | None = None,
-                 base: Path | None = None) -> None:
+                 base: Path | None = None, scratch: Sequence[str] = ()) -> None:
         if mode not in ("answer", "refuse"):
             raise ValueError(f"mode must be 'answer' or 'refuse', not {mode!r}")
         self.log = Path(log).absolute()
@@ -655,6 +658,10 @@ class OuterGuard:
         self.userns = userns_needed() if userns is None else userns
         self.canary = list(canary) if canary is not None else default_canary()
         self._share = [Path(p).absolute() for p in share]
+        for path in scratch:
+            if not os.path.isabs(path) or os.path.islink(path) or not os.path.isdir(path):
+                raise ValueError(f"scratch {path!r}: must be an existing directory, by its real path")
+        self._scratch = list(scratch)
         self._base = base
         self._proc: subprocess.Popen | None = None
         self._stdin_w: int | None = None
@@ -686,7 +693,7 @@ class OuterGuard:
             for hidden in ("/run", "/var/run", "/dev/shm"):
                 if path == hidden or path.startswith(hidden + "/"):
                     raise GuardError(f"cannot share {path}: it lies under {hidden}, which the guard hides")
-        hide = list(HIDDEN_DIRS)
+        hide = list(HIDDEN_DIRS) + [p for p in self._scratch if p not in HIDDEN_DIRS]
         real_home = os.path.realpath(os.path.expanduser("~"))
         needed = [sys.prefix, sys.base_prefix, os.getcwd(), str(Path(__file__).resolve().parent), *keep]
         if os.path.isdir(real_home) and real_home != "/":
@@ -841,6 +848,36 @@ class OuterGuard:
         if check:
             done.check_returncode()
         return done
+
+    def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+              cwd: str | Path | None = None, output: Path | None = None) -> subprocess.Popen:
+        """Start argv inside the guard in the background (a second engine that comes and goes
+        during a run). The caller ends it with :meth:`stop`; the guard's exit ends it too (it
+        lives in the guard's pid namespace)."""
+        if self._proc is None or self._proc.poll() is not None:
+            raise GuardError("the outer guard is not running")
+        full = nsenter_argv(self.holder_pid, list(argv), userns=self.userns,
+                            cwd=str(cwd) if cwd is not None else str(self.work))
+        sink = open(output, "wb") if output is not None else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            return subprocess.Popen(full, env=dict(self.env if env is None else env), start_new_session=True,
+                                    stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT)
+        finally:
+            if output is not None:
+                sink.close()  # type: ignore[union-attr]
+
+    @staticmethod
+    def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
+        """SIGTERM what :meth:`spawn` started (nsenter and its child share the process group),
+        then SIGKILL after TIMEOUT; always reaped."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
     def records(self) -> list[dict]:
         """Canary records since the guard proved itself (its own probe requests excluded)."""
