@@ -275,9 +275,11 @@ def request_ok(content: str) -> bool:
 
 
 def normalize_rel(text: str) -> str:
-    while text.startswith("./"):
-        text = text[2:]
-    return text
+    """One spelling per run-dir path: ``./a//b/./c`` is ``a/b/c`` (the write counts and the
+    BASH_ENV/config checks key on it; ``..`` never gets here, see ``run_dir_path``)."""
+    if text.startswith("/"):
+        return text
+    return "/".join(part for part in text.split("/") if part not in ("", "."))
 
 
 def run_dir_path(v: Val) -> bool:

@@ -85,6 +85,8 @@ REFUSED: list[tuple[str, str]] = [
      "BASH_ENV=./no-docker-e.sh bash -c :", "sensitive-variable"),
     ("printf '%s\\n' : > ./no-docker-e.sh\nBASH_ENV=./no-docker-e.sh bash -c :\n"
      "curl -q -o ./no-docker-e.sh http://127.0.0.1:2375/_ping", "sensitive-variable"),
+    ("printf '%s\\n' : > ./no-docker-d/e.sh\nBASH_ENV=./no-docker-d/e.sh bash -c :\nfor i in 1; do "
+     "printf '%s\\n' 'docker rm -f c' > ./no-docker-d/./e.sh; done", "sensitive-variable"),
     ("printf '%s\\n' : > ./no-docker-e.sh\nexport BASH_ENV=./no-docker-e.sh", "unsupported"),
     ("printf '%s\\n' : > ./no-docker-e.sh\nenv BASH_ENV=./x bash -c :", "sensitive-variable"),
     # sockets: fd duplication is followed
