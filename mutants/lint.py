@@ -26,7 +26,7 @@ from pathlib import Path
 from tree_sitter import Node
 
 from . import lint_rules as R
-from .bash_parser import UnsafeForParser, parse
+from .bash_parser import HeredocRefused, UnsafeForParser, heredoc_body, parse
 
 # Statement lists that run start to end: an assignment directly in one runs before every later
 # statement of the same list (an if/case branch is not one: its sibling branch may run instead).
@@ -431,62 +431,11 @@ class Linter:
         self.statements(root.children, Stdin())
 
     def heredoc_body(self, node: Node) -> str:
-        """The body bash reads for this here-document, proven to be the one tree-sitter saw.
-
-        Accepted: ``<<'NAME'`` (single-quoted identifier, so the body is literal), alone on its
-        line, not inside ``$(...)``, with nothing after it on the line that could span lines. The
-        body is computed here the way bash reads it (the lines after the command line, up to the
-        first line that is exactly NAME) and must be byte for byte tree-sitter's; no body line
-        may merely start with NAME (bash versions differ on ``NAME)`` inside ``$(...)``).
-        """
-        ops = [c for c in node.children if not c.is_named]
-        start = next((c for c in node.children if c.type == "heredoc_start"), None)
-        body = next((c for c in node.children if c.type == "heredoc_body"), None)
-        end = next((c for c in node.children if c.type == "heredoc_end"), None)
-        if not ops or ops[0].type != "<<" or start is None:
-            raise Rejected("unsupported", "here-document: only <<'NAME' (not <<-)", node)
-        m = R.HEREDOC_DELIMITER.fullmatch(text_of(start))
-        if m is None:
-            raise Rejected("unsupported", f"here-document delimiter {text_of(start)!r}: only a "
-                           "single-quoted identifier, <<'NAME' (bash and the parser may disagree "
-                           "on any other, and an unquoted body is expanded)", start)
-        parent = node.parent
-        while parent is not None:
-            if parent.type in ("command_substitution", "process_substitution"):
-                raise Rejected("unsupported", "here-document inside $(...)", node)
-            parent = parent.parent
-        named = [c for c in node.children if c.is_named and c.type not in ("heredoc_start", "heredoc_body",
-                                                                             "heredoc_end")]
-        if named:
-            raise Rejected("unsupported", "here-document with more on its redirection", named[0])
-        delim = m.group(1).encode()
-        src = self.source
-        line_end = src.find(b"\n", start.end_byte)
-        if line_end < 0:
-            raise Rejected("unsupported", "here-document without a body", node)
-        rest = src[start.end_byte:line_end]
-        if re.search(rb"[^A-Za-z0-9_./:=@%+,\t <>&|;-]", rest) or b"<<" in rest:
-            raise Rejected("unsupported", "here-document line continues with quoting or another "
-                           "here-document", node)
-        body_start, pos = line_end + 1, line_end + 1
-        while True:
-            nl = src.find(b"\n", pos)
-            line = src[pos:] if nl < 0 else src[pos:nl]
-            if line == delim:
-                body_end = pos
-                break
-            if line.startswith(delim):
-                raise Rejected("unsupported", f"here-document line {line[:40]!r} starts with its "
-                               "delimiter (bash versions disagree where it ends)", node)
-            if nl < 0:
-                raise Rejected("unsupported", "here-document never ends", node)
-            pos = nl + 1
-        seen_start = body.start_byte if body is not None else (end.start_byte if end is not None else -1)
-        seen_body = src[body.start_byte:body.end_byte] if body is not None else b""
-        if (seen_start != body_start or seen_body != src[body_start:body_end] or end is None
-                or end.start_byte != body_end or text_of(end).encode() != delim):
-            raise Rejected("unsupported", "here-document ends where the parser and bash disagree", node)
-        return src[body_start:body_end].decode("utf-8", "surrogateescape")
+        """The body bash reads for this here-document (``bash_parser.heredoc_body``)."""
+        try:
+            return heredoc_body(node, self.source)
+        except HeredocRefused as err:
+            raise Rejected("unsupported", str(err), err.node) from err
 
     def prepass(self, root: Node) -> None:
         for node in walk(root):

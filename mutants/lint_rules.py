@@ -117,9 +117,6 @@ LOWERCASE_ENVIRONMENT = frozenset({"http_proxy", "https_proxy", "ftp_proxy", "al
 # set, each checked for what it does: an endpoint, a config dir, a context, a startup file.
 PREFIX_VARIABLES = frozenset({"DOCKER_HOST", "CONTAINER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT",
                               "BASH_ENV"})
-# Here-documents: only a single-quoted identifier delimiter (the body is literal, and bash and
-# tree-sitter-bash agree on where it ends); `<<-`, unquoted, `$'EOF'`, `$"EOF"`, `"EOF"`... refused.
-HEREDOC_DELIMITER = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)'")
 
 # Known-destructive tools: rejected with `destructive-command` (the rest: `command-not-allowed`).
 DESTRUCTIVE_TOOLS = frozenset({
