@@ -273,7 +273,7 @@ def _judge_command(words: list[str | None]) -> tuple[Kind, str]:
     if base == "no-docker" and name in ("no-docker",):
         sub = words[1] if len(words) > 1 else None
         if sub == "run":
-            return Kind.ISOLATED, "no-docker run"
+            return judge_run_options(words[2:])
         if sub in READ_ONLY_NO_DOCKER:
             return Kind.ALLOWED, f"no-docker {sub}"
         return Kind.PLAIN, f"no-docker {sub}: not run and not read-only"
@@ -301,6 +301,23 @@ def _judge_command(words: list[str | None]) -> tuple[Kind, str]:
             w is not None and re.fullmatch(r"-[a-z]+", w) for w in words[1:]):
         return Kind.ALLOWED, base
     return Kind.PLAIN, f"`{name}` runs outside no-docker run"
+
+
+def judge_run_options(args: list[str | None]) -> tuple[Kind, str]:
+    """``no-docker run`` options: a ``--rw`` the guard cannot resolve, or one over the runner's
+    temp directory (where $GITHUB_ENV and $GITHUB_PATH live), would let code under test set the
+    environment of later steps, whose shell would then source what it wrote."""
+    for i, word in enumerate(args):
+        if word == "--":
+            break
+        if word == "--rw":
+            value = args[i + 1] if i + 1 < len(args) else None
+            if value is None:
+                return Kind.PLAIN, "no-docker run --rw of a path the guard cannot resolve"
+            if value.rstrip("/") in ("", "/home", "/home/runner", "/home/runner/work") or any(
+                    part in value for part in ("_temp", "RUNNER_TEMP", "_runner_file_commands")):
+                return Kind.PLAIN, f"no-docker run --rw {value}: the runner's file commands would be writable"
+    return Kind.ISOLATED, "no-docker run"
 
 
 def _judge_neutral(name: str, args: list[str | None]) -> tuple[Kind, str]:

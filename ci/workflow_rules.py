@@ -34,7 +34,7 @@ from .findings import (
     RULE_UNISOLATED,
     Finding,
 )
-from .script_rules import Kind, judge_script, unsafe_env_name
+from .script_rules import Kind, judge_run_options, judge_script, unsafe_env_name
 from .shell_commands import RepoView
 
 # `# no-docker: unisolated: REASON` on the comment lines right above a step: a reviewed,
@@ -265,6 +265,10 @@ def classify_step(
     repository's code), declared unisolated by a reviewed comment, or plain (with why)."""
     line = step.start_mark.line + 1
     label = _label(step, index)
+    keys = [_scalar(k) for k, _ in _mapping(step)]
+    if len(keys) != len(set(keys)):
+        # PyYAML keeps the first of two `run:` keys; what the runner would run is not provable
+        return Step(line, label, StepKind.PLAIN, "a key given twice")
     reason = declared_unisolated(step, lines, scalar_rows if scalar_rows is not None else set())
     if reason:
         return Step(line, label, StepKind.DECLARED, reason)
@@ -327,6 +331,10 @@ def _action_inputs_problem(step: yaml.Node) -> str | None:
     options = _scalar(_get(with_node, "options"))
     if options is not None and "${{" in options:
         return "options: holds an expression"
+    if options is not None:
+        kind, why = judge_run_options(list(options.split()))
+        if kind is not Kind.ISOLATED:
+            return f"options: {why}"
     return None
 
 
@@ -354,6 +362,12 @@ def check_job(
     findings += _env_findings(job, file, f"job '{job_id}'")
     findings += _shell_findings(_defaults_node(job, "shell"), file, f"job '{job_id}'")
     findings += _container_findings(job, file, job_id)
+    called = _get(job, "uses")
+    if called is not None and not (_scalar(called) or "").startswith("./"):
+        # a reusable workflow of another repository: its steps are not here to be checked
+        findings.append(Finding(file, called.start_mark.line + 1, RULE_UNISOLATED,
+                                f"job '{job_id}' calls the workflow {_scalar(called)!r} of another "
+                                "repository, whose steps the guard cannot check"))
     shell = _defaults(job, "shell") or _defaults(workflow, "shell")
     workdir = _defaults(job, "working-directory") or _defaults(workflow, "working-directory")
     rows = scalar_rows if scalar_rows is not None else _scalar_rows(workflow)

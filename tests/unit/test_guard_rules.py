@@ -158,6 +158,8 @@ def test_local_action_counts_only_as_no_dockers_own_file_in_a_clean_workspace() 
     assert rules_of(later, FakeRepo(actions=("ci",))) == [(7, RULE_ORDER)]
     install = workflow("uses: ./ci\n        with: {run: make test, install: .}")
     assert rules_of(install, FakeRepo(actions=("ci",))) == [(6, RULE_UNISOLATED)]
+    temp = workflow("uses: ./ci\n        with: {run: make test, options: --rw /home/runner/work/_temp}")
+    assert rules_of(temp, FakeRepo(actions=("ci",))) == [(6, RULE_UNISOLATED)]
 
 
 @pytest.mark.parametrize("step", ["run: pytest -q", "run: pytest --no-docker -q",
