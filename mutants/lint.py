@@ -973,8 +973,8 @@ class Linter:
                 op = redirect_operator(r)
                 dest = r.child_by_field_name("destination")
                 fd = redirect_fd(r)
-                if fd not in ("", "0") and not (op in ("<&", ">&") and fd.isdigit() and int(fd) > 0):
-                    continue
+                if fd not in ("", "0"):
+                    continue  # not stdin
                 if fd in ("", "0") and op in ("<", "<&", "<>"):
                     target = self.value(dest) if dest is not None else const("")
                     if op == "<" and target.exact and target.text == "/dev/null":
@@ -1114,19 +1114,19 @@ class Linter:
                 raise Rejected("command-path-not-allowed", f"{name}: not in {sorted(R.SYSTEM_DIRS)}", node)
             name = base
         args = argv[1:]
+        passes_env = name in R.WRAPPERS or name == "xargs" or name in R.ENGINES
+        for var in env:
+            if var != "BASH_ENV" and not passes_env:
+                # DOCKER_CONTEXT=prod bash -c 'docker ps' (or eval '...'): the engine CLI must be
+                # checked with the variables it gets, so they may only go straight to one.
+                raise Rejected("sensitive-variable", f"{var} set for {name}, which is not an engine CLI",
+                               node)
         if name == "eval":
             if open_tail:  # `xargs eval`: the appended text would be evaluated
                 raise Rejected("xargs-open-command", "xargs eval", node)
             return self.eval(args, node)
         if name in R.REJECTED_BUILTINS:
             raise Rejected(R.REJECTED_BUILTINS[name], f"{name} is not allowed", node)
-        passes_env = name in R.WRAPPERS or name == "xargs" or name in R.ENGINES
-        for var in env:
-            if var != "BASH_ENV" and not passes_env:
-                # DOCKER_CONTEXT=prod bash -c 'docker ps': the engine CLI must be checked with the
-                # variables it gets, so they may only go straight to one.
-                raise Rejected("sensitive-variable", f"{var} set for {name}, which is not an engine CLI",
-                               node)
         if name in R.SHELLS:
             return self.shell(name, args, node)
         if name in R.WRAPPERS:
