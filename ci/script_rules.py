@@ -138,6 +138,8 @@ def _check_constructs(root: Node, source: bytes) -> None:
             raise _Refused(n, "select")
         if t in ("word", "number") and ("$[" in _text(n) or "$((" in _text(n)):
             raise _Refused(n, "$[ ] evaluates its text arithmetically")
+        if t in ("word", "number") and re.search(r"\$[({]|`", re.sub(r"\\.", "", _text(n), flags=re.S)):
+            raise _Refused(n, "an expansion the parser read as plain text (bash would run it)")
         if t == "$" and n.next_sibling is not None and n.next_sibling.type == "string" and \
                 n.next_sibling.start_byte == n.end_byte:
             raise _Refused(n, '$"..." (locale translation)')

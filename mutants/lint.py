@@ -804,6 +804,11 @@ class Linter:
         if t in ("word", "number", "extglob_pattern", "regex"):
             if "$[" in text_of(node) or "$((" in text_of(node):
                 raise Rejected("arithmetic-unprovable", "$[ ] evaluates its text arithmetically", node)
+            unescaped = re.sub(r"\\.", "", text_of(node), flags=re.S)
+            if t != "regex" and re.search(r"\$[({]|`", unescaped):
+                # bash would expand this; the parser kept it as a plain word: they disagree
+                raise Rejected("unsupported", f"{text_of(node)[:40]!r}: an expansion the parser "
+                               "read as plain text", node)
             return self.word(text_of(node))
         if t == "raw_string":
             return const(text_of(node)[1:-1])
