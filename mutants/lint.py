@@ -1360,13 +1360,18 @@ class Linter:
                 if opts is None:
                     raise Rejected("wrapper-option-not-allowed", f"{name} {t}", node)
                 i += 1
-                if opts[-1][1] == "":
-                    i += 1  # the value is the next argument
+                if opts[-1][1] == "":  # the value is the next argument: one word, never split
+                    _, i = option_value(args, i, "", "wrapper-option-not-allowed", f"{name} {opts[-1][0]}",
+                                        node)
                 continue
             break
         rest = args[i:]
         if name == "timeout" and rest:
-            rest = rest[1:]  # the duration
+            duration = rest[0]  # `d="3 rm -rf"; timeout $d docker ps` would run rm
+            if not (duration.exact and re.fullmatch(r"[0-9]+(\.[0-9]+)?[smhd]?", duration.text)):
+                raise Rejected("wrapper-option-not-allowed", f"timeout duration {duration.shown!r}: only "
+                               "a number", node)
+            rest = rest[1:]
         if not rest:
             if open_tail:  # `xargs env`: the appended arguments would become the command
                 raise Rejected("xargs-open-command", f"xargs {name} with no command", node)
@@ -1386,7 +1391,10 @@ class Linter:
                 opts = split_options(t, R.XARGS["flags"], R.XARGS["values"])
                 if opts is None:
                     raise Rejected("wrapper-option-not-allowed", f"xargs {t}", node)
-                i += 2 if opts[-1][1] == "" else 1
+                i += 1
+                if opts[-1][1] == "":
+                    _, i = option_value(args, i, "", "wrapper-option-not-allowed", f"xargs {opts[-1][0]}",
+                                        node)
                 continue
             break
         rest = args[i:]

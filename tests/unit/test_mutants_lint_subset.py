@@ -133,6 +133,11 @@ REFUSED: list[tuple[str, str]] = [
     ("sort --compress-program=sh y", "unsupported"),
     ("date -s 2020-01-01", "unsupported"),
     ("head -n 1 \"$f\"", "unsupported"),
+    # a value that splits where a wrapper takes one word
+    ('v="1 3 rm"; timeout -k $v 3 docker ps', "wrapper-option-not-allowed"),
+    ('d="3 rm -rf"; timeout $d docker ps', "wrapper-option-not-allowed"),
+    ('n="1 rm"; xargs -n $n docker ps < /dev/null', "wrapper-option-not-allowed"),
+    ('u="DOCKER_HOST rm"; env -u $u docker ps', "wrapper-option-not-allowed"),
     # environment that reroutes an engine client
     ("export DOCKER_CONTEXT=prod\ndocker ps", "unsupported"),
     ("DOCKER_CONTEXT=prod\ndocker ps", "sensitive-variable"),
