@@ -6,7 +6,10 @@ interpreter: each word is evaluated to a `Val` whose parts are constant text or 
 tables of `lint_rules`; wrappers (`bash -c`, `sh -c`, `eval`, `$(...)`, backticks, `xargs`,
 `exec`, `env`, `command`, `sudo`, `timeout`, `nohup`) are followed into what they run. Anything
 the walker does not model is rejected: the lint fails closed, so an unknown construct costs a
-false rejection, never a false acceptance.
+false rejection, never a false acceptance. What it models is a *defined subset* of bash,
+written down in docs/mutants.md ("The accepted subset", issue 17); a construct outside it is
+``unsupported``, and where tree-sitter-bash and bash may read the same text differently
+(here-document ends, quoting, escapes) the text is refused rather than guessed.
 
 Why variables are resolved so narrowly: a name is constant only when it is assigned exactly
 once in the whole program, at top level (not inside an if, a loop, a function, a list or a
