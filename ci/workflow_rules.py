@@ -410,6 +410,29 @@ def check_job(
     return findings
 
 
+def _duplicate_keys(root: yaml.Node | None, file: str) -> list[Finding]:
+    """A key given twice in one mapping: the guard reads the first (`_get`), the runner may read
+    another (a second `steps:` of a job would go unchecked)."""
+    findings: list[Finding] = []
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in node.value:
+                name = _scalar(key)
+                if name is not None and name in seen:
+                    findings.append(Finding(file, key.start_mark.line + 1, RULE_UNISOLATED,
+                                            f"key {name!r} given twice: the guard and the runner may "
+                                            "read different values"))
+                if name is not None:
+                    seen.add(name)
+                stack += [key, value]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return findings
+
+
 def unisolated_declarations(text: str, file: str) -> list[tuple[int, str, str]]:
     """Every step declared ``# no-docker: unisolated: REASON``: (line, job/step label, reason).
 
@@ -433,7 +456,7 @@ def check_workflow(text: str, file: str, repo: WorkflowRepo) -> list[Finding]:
     root = parse_workflow(text, file)
     lines = text.splitlines()
     rows = _scalar_rows(root)
-    findings: list[Finding] = _env_findings(root, file, "the workflow")
+    findings: list[Finding] = _env_findings(root, file, "the workflow") + _duplicate_keys(root, file)
     findings += _shell_findings(_defaults_node(root, "shell"), file, "the workflow")
     for key, job in _mapping(_get(root, "jobs")):
         findings += check_job(_scalar(key) or "?", job, lines, file, repo, root, rows)

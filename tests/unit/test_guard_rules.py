@@ -437,3 +437,10 @@ def test_any_text_gives_findings_or_a_workflow_error_never_a_traceback(text: str
         assert "\n" not in str(err), (text, str(err))
     else:
         assert all(f.file == "w.yml" and f.line >= 1 for f in findings), text
+
+
+def test_a_key_given_twice_is_refused_wherever_it_is() -> None:
+    """PyYAML keeps both pairs; the guard reads the first `steps:`, the runner may run the second."""
+    text = ("on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - run: no-docker run -- t\n"
+            "    steps:\n      - run: make test\n")
+    assert rules_of(text) == [(7, RULE_UNISOLATED)]
