@@ -863,6 +863,10 @@ class Linter:
             if c.type in ('"', "$\""):
                 continue
             if c.type == "string_content":
+                if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", text_of(c), flags=re.S)):
+                    # bash would expand this; the parser kept it as text: they disagree
+                    raise Rejected("unsupported", f"{text_of(c)[:40]!r}: an expansion the parser read "
+                                   "as plain text", c)
                 vals.append(const(re.sub(r'\\([$`"\\\n])', r"\1", text_of(c))))
             elif c.type == "$":
                 vals.append(const("$"))
