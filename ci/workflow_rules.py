@@ -1,15 +1,20 @@
-"""T-19, the workflow checks of the guard: parsed from YAML, with line numbers.
+"""T-19, the workflow checks of the guard: parsed from YAML, with line numbers (default-deny,
+issue 17 B; docs/ci-guard.md states exactly what is accepted).
 
-(a) In every job, once a step runs code under test isolated, every later step is isolated too:
-code under test may have written into the workspace (a script, a hook, a cache), and a later
-step that is not isolated would run what it wrote with the runner's full access. A step that
-mixes isolated and plain commands fails for the same reason inside one step.
-(b) No ``continue-on-error`` on any job or step: it lets a failing step, a security gate
+(a) Every step of every job is *isolated* (a ``run:`` script with ``no-docker run`` and nothing
+plain, see ``script_rules``; or the no-docker action, recognised by its ref or by the bytes of
+our own ``ci/action.yml``), *allowed* (cannot run the repository's code: checkout and setup
+actions, installs by name, the guard itself), or *declared* unisolated by a reviewed
+``# no-docker: unisolated: REASON`` comment line right above it (reported, never silent).
+Anything else is ``unisolated-step``. Once a step ran isolated, every later step is isolated
+too (``isolation-order``): code under test may have written into the workspace. A step that
+mixes isolated and plain commands is ``mixed-step``.
+(b) Around the scripts: ``env:`` that makes a shell or program load files (``unsafe-env``),
+``shell:`` other than plain bash/sh (``shell-not-plain``), job containers and engine services
+(``engine-container``), ``${{ }}`` in ``run:``, keys given twice, reusable workflows of other
+repositories.
+(c) No ``continue-on-error`` on any job or step: it lets a failing step, a security gate
 included, leave its job green.
-
-A step is *isolated* when it is marked ``# no-docker: isolated`` (a comment on the step's lines
-or right above it), when it uses the no-docker composite action, or when its ``run:`` script
-has at least one isolated command and no plain one (see ``shell_commands``).
 
 The YAML is composed, not constructed: nodes keep their marks (line numbers), and keys stay
 strings (YAML 1.1 would turn the ``on:`` key into ``True``).
