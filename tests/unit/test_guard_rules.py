@@ -24,8 +24,8 @@ from no_docker.ci.findings import (
     RULE_UNISOLATED,
 )
 from no_docker.ci.repo import is_shell_script, pytest_config_isolates
-from no_docker.ci.script_rules import judge_script
-from no_docker.ci.shell_commands import CommandKind, commands_of, has_stanza_first
+from no_docker.ci.script_rules import Kind, judge_script
+from no_docker.ci.shell_commands import has_stanza_first
 from no_docker.ci.stanza import STANZA
 from no_docker.ci.workflow_rules import WorkflowError, check_workflow
 
@@ -230,47 +230,6 @@ def test_script_judgement(script: str, kinds: list[str]) -> None:
     assert [j.kind.value for j in judge_script(script)] == kinds, judge_script(script)
 
 
-REPO = FakeRepo(stanza_scripts=("tests/suite.sh", "sub/t.sh"))
-
-
-@pytest.mark.parametrize(
-    ("script", "kinds"),
-    [
-        ("no-docker run -- pytest", ["isolated"]),
-        ("FOO=1 exec /opt/venv/bin/no-docker run --work . -- make", ["isolated"]),
-        ("sudo -E no-docker run -- make", ["isolated"]),
-        ("no-docker guard", ["plain"]),
-        ("'no-docker' \"run\" -- make", ["isolated"]),
-        ("no\\-docker run -- make", ["plain"]),
-        ("no-docker check", ["plain"]),
-        ("pytest --no-docker -q", ["isolated"]),
-        ("python3 -X dev -m pytest --no-docker", ["isolated"]),
-        ("python -m pytest -q", ["plain"]),
-        ("bash tests/suite.sh", ["isolated"]),
-        ("./tests/suite.sh --fast", ["isolated"]),
-        ("bash -c tests/suite.sh", ["plain"]),
-        ("tests/other.sh", ["plain"]),
-        ("set -e; cd tests; echo hi", ["neutral", "neutral", "neutral"]),
-        ("export A=$(curl -s x)", ["neutral", "plain"]),
-        ("if [ -f x ]; then no-docker run -- t; fi", ["neutral", "isolated"]),
-        ("cat <<'EOF' | sh\nrm -rf /\nEOF", ["plain", "plain"]),
-        ("no-docker run -- t || ./deploy", ["isolated", "plain"]),
-        ('eval "no-docker run -- t"', ["plain"]),
-        ("$RUNNER run -- t", ["plain"]),
-    ],
-)
-def test_command_kinds(script: str, kinds: list[str]) -> None:
-    commands = commands_of(script, REPO)
-    assert commands is not None, script
-    assert [c.kind.value for c in commands] == kinds
-
-
-def test_script_path_follows_working_directory_and_stays_in_the_repository() -> None:
-    assert [c.kind for c in commands_of("./t.sh", REPO, "sub") or []] == [CommandKind.ISOLATED]
-    assert [c.kind for c in commands_of("../sub/t.sh", REPO, "x") or []] == [CommandKind.ISOLATED]
-    assert [c.kind for c in commands_of("../../t.sh", REPO, "sub") or []] == [CommandKind.PLAIN]
-
-
 def test_stanza_must_be_the_first_command() -> None:
     assert has_stanza_first(f"#!/usr/bin/env bash\n# suite\n\n{STANZA}\nset -eu\n", STANZA)
     assert not has_stanza_first(f"#!/bin/bash\nset -eu\n{STANZA}\n", STANZA)
@@ -363,25 +322,21 @@ def test_step_is_mixed_exactly_when_it_has_both_kinds(commands: list[str]) -> No
 
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=200))
-def test_any_run_script_is_classified_or_called_unparsable_never_an_exception(script: str) -> None:
-    commands = commands_of(script, REPO)
-    assert commands is None or all(c.kind in CommandKind for c in commands)
+def test_any_run_script_is_judged_never_an_exception(script: str) -> None:
+    assert all(j.kind in Kind for j in judge_script(script))
 
 
 def test_characters_that_crash_tree_sitter_bash_are_masked() -> None:
     """tree-sitter-bash 0.25.1 segfaults on ``a{`` + U+E0100 (and other astral characters):
     checked in a child, so a regression fails this test instead of killing the session."""
     code = (
-        "from no_docker.ci.shell_commands import commands_of\n"
-        "class R:\n"
-        "    def script_has_stanza(self, p): return False\n"
-        "    def pytest_config_isolates(self): return False\n"
+        "from no_docker.ci.script_rules import Kind, judge_script\n"
         "for s in ['a{\\U000e0100', 'a{\\U000ee563', 'echo \\U0001f389 && no-docker run -- t', 'x\\ud800']:\n"
-        "    print([c.kind.value for c in commands_of(s, R()) or []])\n"
+        "    print([j.kind.value for j in judge_script(s)])\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[2] == "['neutral', 'isolated']"
+    assert done.stdout.splitlines()[2] == "['allowed', 'isolated']"
 
 
 def test_lone_surrogate_in_a_step_name_is_checked() -> None:
