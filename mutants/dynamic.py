@@ -26,6 +26,7 @@ import base64
 import hashlib
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -177,10 +178,16 @@ def dynamic_check(data: bytes, timeout: float = RUN_TIMEOUT) -> Dynamic:
                 for name in (".bashrc", ".profile"):  # persistence probes must leave these bytes alone
                     (home / name).write_text(f"# {name} of the outer guard's developer\n")
                 before = snapshot(home)
-                done = guard.run(["bash", str(script)], cwd=work, timeout=timeout)
+                try:
+                    done = guard.run(["bash", str(script)], cwd=work, timeout=timeout)
+                except subprocess.TimeoutExpired:  # guard.run killed it; the guard ends the rest
+                    return Dynamic(True, [f"the payload did not end within {timeout:g} s"],
+                                   len(guard.records()))
                 records = guard.settled_records()
                 after = snapshot(home)
         except guard_error as err:  # type: ignore[misc]
-            return Dynamic(False, [f"the outer guard could not be set up: {err}"])
+            return Dynamic(False, [f"the outer guard could not be set up or ended badly: {err}"])
+        except OSError as err:
+            return Dynamic(False, [f"the dynamic check failed: {err}"])
     problems = judge_records(records) + judge_files(before, after, "$HOME")
     return Dynamic(True, problems, len(records), done.returncode)

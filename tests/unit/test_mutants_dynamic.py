@@ -120,3 +120,10 @@ def test_payloads_the_lint_accepts_are_harmless_in_the_dynamic_check(payload):
     assert lint_source(payload, "gen.sh") == [], payload
     result = dynamic_check(payload.encode())
     assert result.ok, (payload, result.problems)
+
+
+@needs_guard
+def test_a_payload_that_does_not_end_is_refused_not_a_traceback():
+    result = dynamic_check(b"sleep 30\n", timeout=1)
+    assert result.ran and not result.ok
+    assert result.problems == ["the payload did not end within 1 s"]
