@@ -170,6 +170,8 @@ def _check_constructs(root: Node, source: bytes) -> None:
                     raise _Refused(c, f"export {_text(c)!r}: only NAME=VALUE")
         if t == "unset_command":
             raise _Refused(n, "unset")
+        if t == "function_definition" and any(c.type.endswith("redirect") for c in n.children):
+            raise _Refused(n, "a redirection on a function definition (it applies at every call)")
 
 
 def _check_expansion(n: Node) -> None:

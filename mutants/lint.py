@@ -524,6 +524,11 @@ class Linter:
         elif t == "function_definition":
             if self.shares_shell:
                 raise Rejected("unsupported", "a function defined in eval text", node)
+            redirect = next((c for c in node.children if c.type.endswith("redirect")), None)
+            if redirect is not None:
+                # `f() { ...; } > /dev/tcp/...` redirects every call; the calls are not checked
+                raise Rejected("unsupported", "a redirection on a function definition (it applies at "
+                               "every call)", redirect)
             body = node.child_by_field_name("body")
             if body is not None:
                 self.statement(body, Stdin())

@@ -222,6 +222,7 @@ def test_github_expressions_in_run_are_refused() -> None:
         ("x='a[$(make)]'; [[ 1 -eq x ]]", ["plain"]),
         ('echo "${!x}"', ["plain"]),
         ("printf -v x y", ["plain"]),
+        ("f() { echo BASH_ENV=./x; } >> \"$GITHUB_ENV\"", ["plain"]),
         ("no-docker run -- sh <<'EOF'\nmake\nEOF", ["isolated"]),
         ("no-docker run -- sh <<EOF\nmake\nEOF", ["plain"]),
     ],

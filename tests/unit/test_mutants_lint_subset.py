@@ -102,6 +102,8 @@ REFUSED: list[tuple[str, str]] = [
     ("cat 3<./no-docker-x", "unsupported"),
     ("exec 3<>/dev/tcp/127.0.0.1/2375", "parse-error"),
     ('cat < "$f"', "redirect-target-unprovable"),
+    ("f() { echo 'POST /containers/c/kill HTTP/1.0'; echo; } > /dev/tcp/127.0.0.1/2375\nf", "unsupported"),
+    ("f() ( echo hi ) > /etc/passwd\nf", "unsupported"),
     # printf escapes the lint did not decode smuggle a second request
     ("printf 'GET /_ping HTTP/1.0\\u000d\\u000aPOST /containers/c/kill HTTP/1.0\\r\\n\\r\\n' | "
      f"nc -N -U {SOCK}", "unsupported"),
