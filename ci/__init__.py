@@ -2,8 +2,9 @@
 
 - ``guard``           ``no-docker guard``: runs ``tools`` (ShellCheck, actionlint) and
                       ``workflow_rules`` (T-19) over the files ``repo`` finds, prints ``findings``
-- ``workflow_rules``  job and step order from the YAML; which commands of a ``run:`` script are
-                      isolated is ``shell_commands`` (tree-sitter-bash via ``no_docker.mutants.bash_parser``)
+- ``workflow_rules``  default-deny over jobs and steps from the YAML; which commands of a ``run:``
+                      script are isolated or allowed is ``script_rules`` (tree-sitter-bash via
+                      ``no_docker.mutants.bash_parser``)
 - ``stanza``          ``no-docker stanza``: the re-exec line for bash test suites
 - ``pytest_plugin``   ``pytest --no-docker`` (entry point ``pytest11``): stdlib and pytest only,
                       inert unless enabled

@@ -26,3 +26,9 @@ class Finding:
 RULE_ORDER = "isolation-order"
 RULE_MIXED = "mixed-step"
 RULE_CONTINUE = "continue-on-error"
+# Issue 17 B, default-deny: a step that may run the repository's code outside a run, environment
+# that makes the shell load files, a shell: that is not plain, a job container or an engine service.
+RULE_UNISOLATED = "unisolated-step"
+RULE_ENV = "unsafe-env"
+RULE_SHELL = "shell-not-plain"
+RULE_CONTAINER = "engine-container"

@@ -21,21 +21,26 @@ from pathlib import Path
 from .findings import Finding
 from .repo import Repository
 from .tools import run_actionlint, run_shellcheck
-from .workflow_rules import WorkflowError, check_workflow
+from .workflow_rules import WorkflowError, check_workflow, unisolated_declarations
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 DESCRIPTION = """\
 CI guard checks of a git repository (default: the one containing the current directory):
 ShellCheck on every tracked shell script, actionlint on .github/workflows/*.yml|yaml, and
-the workflow checks of T-19: in every job, once a step runs code under test isolated
-(`no-docker run ...`, `pytest --no-docker`, a script starting with the re-exec stanza, the
-no-docker action, or a step marked `# no-docker: isolated`) every later step is isolated
-too; no step mixes isolated and plain commands; no continue-on-error on any job or step."""
+the workflow checks of T-19, default-deny: every step runs under `no-docker run` or the
+no-docker action (recognised by its ref or by our own action.yml's bytes, never by its name),
+or is on the allowlist of steps that cannot run the repository's code (checkout and setup
+actions, installs by name, the guard itself), or is declared with a reviewed comment
+`# no-docker: unisolated: REASON` right above it (reported on stderr, never silent). Once a
+step ran isolated, every later step is isolated too; no step mixes isolated and plain
+commands; no ${{ }} in run:, no shell: but bash or sh, no env that makes a shell load files
+(BASH_ENV, PATH, PYTHONPATH...), no job container or engine service; no continue-on-error."""
 
 EPILOG = """\
 output: one finding a line, `file:line: rule: message` (rules: shellcheck/SCnnnn,
-actionlint/KIND, isolation-order, mixed-step, continue-on-error); a summary on stderr.
+actionlint/KIND, unisolated-step, isolation-order, mixed-step, unsafe-env, shell-not-plain,
+engine-container, continue-on-error); a summary on stderr.
 exit status: 0 clean, 1 findings, 2 usage error, REPO not a git repository, a workflow
 that is not YAML, or ShellCheck/actionlint missing or failing. See docs/ci-guard.md."""
 
@@ -60,22 +65,27 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def workflow_findings(repo: Repository, workflows: list[str]) -> list[Finding]:
+def workflow_findings(repo: Repository, workflows: list[str],
+                      declared: list[str] | None = None) -> list[Finding]:
     """T-19 over every workflow; all files are parsed first so a broken one stops the guard
-    before any tool runs (WorkflowError: exit 2)."""
+    before any tool runs (WorkflowError: exit 2). Steps declared unisolated go to ``declared``
+    as ``file:line: job/step: reason``."""
     findings: list[Finding] = []
     for rel in workflows:
         text = repo.read_text(rel)
         if text is None:
             raise WorkflowError(rel, 1, "cannot be read as UTF-8 text")
         findings += check_workflow(text, rel, repo)
+        if declared is not None:
+            declared += [f"{rel}:{line}: {label}: {reason}" for line, label, reason in
+                         unisolated_declarations(text, rel)]
     return findings
 
 
-def guard(repo: Repository) -> tuple[dict[str, list[str]], list[Finding]]:
+def guard(repo: Repository, declared: list[str] | None = None) -> tuple[dict[str, list[str]], list[Finding]]:
     scripts = repo.shell_scripts()
     workflows = repo.workflows()
-    findings = workflow_findings(repo, workflows)
+    findings = workflow_findings(repo, workflows, declared)
     findings += run_shellcheck(repo.root, scripts)
     findings += run_actionlint(repo.root, workflows)
     return {"shell_scripts": scripts, "workflows": workflows}, sorted(set(findings))
@@ -86,8 +96,9 @@ def main(argv: list[str]) -> int:
 
     args = parser().parse_args(argv)
     repo = Repository.open(Path(args.repo))
+    declared: list[str] = []
     try:
-        checked, findings = guard(repo)
+        checked, findings = guard(repo, declared)
     except WorkflowError as err:
         raise UsageError(f"guard: {err}") from None
     if args.json:
@@ -95,6 +106,7 @@ def main(argv: list[str]) -> int:
             "repo": str(repo.root),
             "checked": checked,
             "findings": [f.as_json() for f in findings],
+            "declared_unisolated": declared,
             "ok": not findings,
         }
         print(json.dumps(doc, indent=2))
@@ -102,6 +114,8 @@ def main(argv: list[str]) -> int:
         for finding in findings:
             # a name: from the YAML may hold a lone surrogate ("\ud800" escape): never a traceback
             print(str(finding).encode("utf-8", "backslashreplace").decode("utf-8"))
+    for line in declared:  # an exemption is never silent
+        print(f"no-docker: guard: declared unisolated (reviewed exemption): {line}", file=sys.stderr)
     by_rule: dict[str, int] = {}
     for f in findings:
         family = f.rule.split("/")[0]

@@ -13,7 +13,6 @@ import tomllib
 from functools import cached_property
 from pathlib import Path
 
-import yaml
 from no_docker.supervisor.errors import UsageError
 
 from .shell_commands import has_stanza_first
@@ -24,7 +23,7 @@ SHELL_SUFFIXES = (".sh", ".bash")
 SHEBANG = re.compile(rb"#!\s*(?:\S*/)?(?:env\s+(?:-\S+\s+)*)?(?:ba|da|k)?sh(?:\s|\Z)")
 WORKFLOW_DIR = ".github/workflows"
 WORKFLOW_SUFFIXES = (".yml", ".yaml")
-ACTION_NAME = "no-docker run"  # the `name:` of ci/action.yml
+ACTION_NAME = "no-docker run"  # the `name:` of ci/action.yml (never how the guard recognises it)
 MAX_TEXT = 1 << 20  # a script or config larger than this is not read (and never counts as isolated)
 
 
@@ -168,13 +167,21 @@ class Repository:
         return self._pytest_isolates
 
     def is_no_docker_action(self, path: str) -> bool:
+        """True when the local action at ``path`` is no-docker's own ``ci/action.yml``, byte for
+        byte (what it *is*, not what it is named: a composite action named ``no-docker run`` can
+        run anything). The file must be tracked: an untracked one may differ on the runner."""
+        ours = own_action_bytes()
         for name in ("action.yml", "action.yaml"):
-            text = self.read_text(f"{path.rstrip('/')}/{name}")
-            if text is None:
+            rel = f"{path.strip('/')}/{name}"
+            if rel not in self._tracked_set:
                 continue
             try:
-                doc = yaml.safe_load(text)
-            except (yaml.YAMLError, RecursionError):
-                return False  # not provably ours: its steps count as plain, the safe side
-            return isinstance(doc, dict) and doc.get("name") == ACTION_NAME
+                return (self.root / rel).read_bytes() == ours
+            except OSError:
+                return False
         return False
+
+
+def own_action_bytes() -> bytes:
+    """The composite action this package ships (``ci/action.yml`` next to this module)."""
+    return (Path(__file__).resolve().parent / "action.yml").read_bytes()

@@ -1,15 +1,20 @@
-"""T-19, the workflow checks of the guard: parsed from YAML, with line numbers.
+"""T-19, the workflow checks of the guard: parsed from YAML, with line numbers (default-deny,
+issue 17 B; docs/ci-guard.md states exactly what is accepted).
 
-(a) In every job, once a step runs code under test isolated, every later step is isolated too:
-code under test may have written into the workspace (a script, a hook, a cache), and a later
-step that is not isolated would run what it wrote with the runner's full access. A step that
-mixes isolated and plain commands fails for the same reason inside one step.
-(b) No ``continue-on-error`` on any job or step: it lets a failing step, a security gate
+(a) Every step of every job is *isolated* (a ``run:`` script with ``no-docker run`` and nothing
+plain, see ``script_rules``; or the no-docker action, recognised by its ref or by the bytes of
+our own ``ci/action.yml``), *allowed* (cannot run the repository's code: checkout and setup
+actions, installs by name, the guard itself), or *declared* unisolated by a reviewed
+``# no-docker: unisolated: REASON`` comment line right above it (reported, never silent).
+Anything else is ``unisolated-step``. Once a step ran isolated, every later step is isolated
+too (``isolation-order``): code under test may have written into the workspace. A step that
+mixes isolated and plain commands is ``mixed-step``.
+(b) Around the scripts: ``env:`` that makes a shell or program load files (``unsafe-env``),
+``shell:`` other than plain bash/sh (``shell-not-plain``), job containers and engine services
+(``engine-container``), ``${{ }}`` in ``run:``, keys given twice, reusable workflows of other
+repositories.
+(c) No ``continue-on-error`` on any job or step: it lets a failing step, a security gate
 included, leave its job green.
-
-A step is *isolated* when it is marked ``# no-docker: isolated`` (a comment on the step's lines
-or right above it), when it uses the no-docker composite action, or when its ``run:`` script
-has at least one isolated command and no plain one (see ``shell_commands``).
 
 The YAML is composed, not constructed: nodes keep their marks (line numbers), and keys stay
 strings (YAML 1.1 would turn the ``on:`` key into ``True``).
@@ -24,13 +29,33 @@ from typing import Protocol
 
 import yaml
 
-from .findings import RULE_CONTINUE, RULE_MIXED, RULE_ORDER, Finding
-from .shell_commands import CommandKind, RepoView, commands_of
+from .findings import (
+    RULE_CONTAINER,
+    RULE_CONTINUE,
+    RULE_ENV,
+    RULE_MIXED,
+    RULE_ORDER,
+    RULE_SHELL,
+    RULE_UNISOLATED,
+    Finding,
+)
+from .script_rules import Kind, judge_run_options, judge_script, unsafe_env_name
+from .shell_commands import RepoView
 
-ISOLATED_MARK = re.compile(r"#\s*no-docker:\s*isolated\b")
-# `OWNER/no-docker/ci@REF`: the composite action of this project, used from its repository.
-REMOTE_ACTION = re.compile(r"[^/@\s]+/no-docker/ci@\S+\Z")
-BASH_SHELLS = ("bash", "sh")
+# `# no-docker: unisolated: REASON` on the comment lines right above a step: a reviewed,
+# reported exemption (the step runs the repository's code outside a run, on purpose).
+UNISOLATED_MARK = re.compile(r"#\s*no-docker:\s*unisolated:\s*(\S.{7,})")
+# `OWNER/no-docker/ci@REF`: the composite action of this project, used from its repository, by
+# a ref (a tag or, better, a commit).
+NO_DOCKER_ACTION = re.compile(r"[A-Za-z0-9_.-]+/no-docker/ci@[A-Za-z0-9_.-]+")
+PLAIN_SHELLS = frozenset({"bash", "sh"})
+# Actions that cannot run the repository's code (they fetch it, set up a toolchain, or restore
+# files); `OWNER/NAME@REF` with any ref. Everything else after checkout must run isolated.
+ALLOWED_ACTIONS = frozenset({"actions/checkout", "actions/setup-python", "actions/setup-node",
+                             "actions/setup-go", "actions/setup-java", "actions/cache"})
+ENGINE_IMAGE = re.compile(r"docker|dind|podman|buildkit|containerd|kind|k3s|k8s|kube|sysbox|cri-o|crio",
+                          re.IGNORECASE)
+REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?([<>=!~]=?[A-Za-z0-9.*+!_-]+)?\Z")
 
 
 class WorkflowError(Exception):
@@ -52,6 +77,8 @@ class WorkflowRepo(RepoView, Protocol):
 class StepKind(enum.Enum):
     ISOLATED = "isolated"
     MIXED = "mixed"
+    ALLOWED = "allowed"  # cannot run the repository's code (checkout, setup, installs by name)
+    DECLARED = "declared unisolated"  # a reviewed `# no-docker: unisolated: REASON` exemption
     PLAIN = "plain"
 
 
@@ -144,6 +171,90 @@ def _defaults(node: yaml.Node | None, key: str) -> str | None:
     return _scalar(_get(_get(_get(node, "defaults"), "run"), key))
 
 
+def _defaults_node(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    return _get(_get(_get(node, "defaults"), "run"), key)
+
+
+def _scalar_rows(root: yaml.Node | None) -> set[int]:
+    """0-based rows a scalar's text occupies: a `#` line there is text, never a comment."""
+    rows: set[int] = set()
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.ScalarNode):
+            rows.update(range(node.start_mark.line, _last_row(node) + 1))
+        elif isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                stack += [k, v]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return rows
+
+
+def declared_unisolated(step: yaml.Node, lines: list[str], scalar_rows: set[int]) -> str | None:
+    """The REASON of a ``# no-docker: unisolated: REASON`` comment right above the step.
+
+    Only full comment lines directly above the step's first line count, and only when no
+    scalar (a ``run: |`` block) covers them: the same text inside a string is not a comment.
+    """
+    above = step.start_mark.line - 1
+    while above >= 0 and _is_comment(lines[above]) and above not in scalar_rows:
+        m = UNISOLATED_MARK.fullmatch(lines[above].strip())
+        if m:
+            return m.group(1).strip()
+        above -= 1
+    return None
+
+
+def _env_findings(node: yaml.Node | None, file: str, what: str) -> list[Finding]:
+    """``env:`` keys that make the runner's shell, python or no-docker itself load other code."""
+    env = _get(node, "env")
+    if env is not None and not isinstance(env, yaml.MappingNode):
+        return [Finding(file, env.start_mark.line + 1, RULE_ENV,
+                        f"{what}: env: is an expression the guard cannot check")]
+    return [
+        Finding(file, key.start_mark.line + 1, RULE_ENV,
+                f"{what} sets {_scalar(key)}: it makes the runner's shell or a program load other code")
+        for key, _ in _mapping(env)
+        if _scalar(key) is None or unsafe_env_name(_scalar(key) or "")
+    ]
+
+
+def _shell_findings(node: yaml.Node | None, file: str, what: str) -> list[Finding]:
+    """``shell:`` must be a plain known shell: ``bash --rcfile ./x -i {0}`` sources a file."""
+    if node is None:
+        return []
+    value = _scalar(node)
+    if value is None or value.strip() not in PLAIN_SHELLS:
+        return [Finding(file, node.start_mark.line + 1, RULE_SHELL,
+                        f"{what} has shell: {value!r}; only {', '.join(sorted(PLAIN_SHELLS))} (a command "
+                        "line of its own can source files or start an interactive shell)")]
+    return []
+
+
+def _container_findings(job: yaml.Node, file: str, job_id: str) -> list[Finding]:
+    """A job container runs every step in an image the guard cannot inspect; a service whose
+    image or options look like a container engine gives the job one (docker-in-docker)."""
+    findings: list[Finding] = []
+    container = _get(job, "container")
+    if container is not None:
+        findings.append(Finding(file, container.start_mark.line + 1, RULE_CONTAINER,
+                                f"job '{job_id}' runs in a container: its steps run in an image the "
+                                "guard cannot inspect, often with the runner's engine socket"))
+    services = _get(job, "services")
+    if services is not None and not isinstance(services, yaml.MappingNode):
+        findings.append(Finding(file, services.start_mark.line + 1, RULE_CONTAINER,
+                                f"job '{job_id}': services: is an expression the guard cannot check"))
+    for key, service in _mapping(services):
+        image = _scalar(service) if isinstance(service, yaml.ScalarNode) else _scalar(_get(service, "image"))
+        extra = [k for k in ("options", "volumes", "entrypoint", "command") if _get(service, k) is not None]
+        if image is None or "${{" in image or ENGINE_IMAGE.search(image) or extra:
+            findings.append(Finding(file, key.start_mark.line + 1, RULE_CONTAINER,
+                                    f"service '{_scalar(key)}' of job '{job_id}' may run a container "
+                                    f"engine (image {image!r}{', ' + '/'.join(extra) if extra else ''})"))
+    return findings
+
+
 def classify_step(
     step: yaml.Node,
     index: int,
@@ -152,36 +263,84 @@ def classify_step(
     *,
     shell: str | None,
     workdir: str | None,
+    scalar_rows: set[int] | None = None,
+    workspace_clean: bool = True,
 ) -> Step:
+    """What one step is (default-deny, issue 17 B): isolated, allowed (cannot run the
+    repository's code), declared unisolated by a reviewed comment, or plain (with why)."""
     line = step.start_mark.line + 1
     label = _label(step, index)
-    if any(ISOLATED_MARK.search(text) for text in _step_lines(step, lines)):
-        return Step(line, label, StepKind.ISOLATED, "marked # no-docker: isolated")
+    keys = [_scalar(k) for k, _ in _mapping(step)]
+    if len(keys) != len(set(keys)):
+        # PyYAML keeps the first of two `run:` keys; what the runner would run is not provable
+        return Step(line, label, StepKind.PLAIN, "a key given twice")
+    reason = declared_unisolated(step, lines, scalar_rows if scalar_rows is not None else set())
+    if reason:
+        return Step(line, label, StepKind.DECLARED, reason)
+    env = _get(step, "env")
+    if env is not None and (not isinstance(env, yaml.MappingNode) or any(
+            _scalar(k) is None or unsafe_env_name(_scalar(k) or "") for k, _ in _mapping(env))):
+        return Step(line, label, StepKind.PLAIN, "its env: makes the shell or a program load other code")
     uses = _scalar(_get(step, "uses"))
     if uses is not None:
-        if REMOTE_ACTION.match(uses) or (uses.startswith("./") and repo.is_no_docker_action(uses[2:])):
-            return Step(line, label, StepKind.ISOLATED, "uses the no-docker action")
-        return Step(line, label, StepKind.PLAIN, f"uses {uses}")
+        return _classify_uses(step, uses, line, label, repo, workspace_clean)
     run = _scalar(_get(step, "run"))
     if run is None:
         return Step(line, label, StepKind.PLAIN, "neither run: nor uses:")
+    if "${{" in run:
+        return Step(line, label, StepKind.PLAIN, "a ${{ }} expression in run:")
     shell = _scalar(_get(step, "shell")) or shell
-    if shell is not None and shell.split()[0] not in BASH_SHELLS:
-        return Step(line, label, StepKind.PLAIN, f"runs a {shell.split()[0]} script")
-    step_workdir = _scalar(_get(step, "working-directory")) or workdir or ""
-    if "${{" in step_workdir:
-        step_workdir = ""
-    commands = commands_of(run, repo, step_workdir)
-    if commands is None:
-        return Step(line, label, StepKind.PLAIN, "its run: script cannot be parsed as bash")
-    isolated = [c for c in commands if c.kind is CommandKind.ISOLATED]
-    plain = [c for c in commands if c.kind is CommandKind.PLAIN]
+    if shell is not None and shell.strip() not in PLAIN_SHELLS:
+        return Step(line, label, StepKind.PLAIN, f"runs with shell: {shell}")
+    judged = judge_script(run)
+    isolated = [c for c in judged if c.kind is Kind.ISOLATED]
+    plain = [c for c in judged if c.kind is Kind.PLAIN]
     if isolated and plain:
-        return Step(line, label, StepKind.MIXED, f"plain command `{_one_line(plain[0].text)}`")
+        return Step(line, label, StepKind.MIXED,
+                    f"plain command `{_one_line(plain[0].text)}` ({plain[0].reason})")
+    if plain:
+        return Step(line, label, StepKind.PLAIN, f"`{_one_line(plain[0].text)}`: {plain[0].reason}")
     if isolated:
-        return Step(line, label, StepKind.ISOLATED, "every command is isolated")
-    what = f"plain command `{_one_line(plain[0].text)}`" if plain else "no isolated command"
-    return Step(line, label, StepKind.PLAIN, what)
+        return Step(line, label, StepKind.ISOLATED, "every command is isolated or cannot run repository code")
+    return Step(line, label, StepKind.ALLOWED, "no command can run the repository's code")
+
+
+def _classify_uses(step: yaml.Node, uses: str, line: int, label: str, repo: WorkflowRepo,
+                   workspace_clean: bool) -> Step:
+    if NO_DOCKER_ACTION.fullmatch(uses) or uses.startswith("./"):
+        if uses.startswith("./"):
+            if not repo.is_no_docker_action(uses[2:]):
+                return Step(line, label, StepKind.PLAIN, f"uses {uses}: a local action that is not "
+                            "no-docker's ci/action.yml (compared by content, not by name)")
+            if not workspace_clean:
+                return Step(line, label, StepKind.PLAIN, f"uses {uses} after a step that ran the "
+                            "repository's code, which may have rewritten the action in the workspace")
+        problem = _action_inputs_problem(step)
+        if problem:
+            return Step(line, label, StepKind.PLAIN, f"uses {uses}: {problem}")
+        return Step(line, label, StepKind.ISOLATED, "uses the no-docker action")
+    name, at, ref = uses.partition("@")
+    if at and ref and "${{" not in ref and name in ALLOWED_ACTIONS:
+        return Step(line, label, StepKind.ALLOWED, f"uses {name}, which runs no repository code")
+    return Step(line, label, StepKind.PLAIN, f"uses {uses}: not on the allowlist of actions that "
+                "cannot run the repository's code")
+
+
+def _action_inputs_problem(step: yaml.Node) -> str | None:
+    """The no-docker action's inputs that act outside the run: ``install`` (pip, outside) must
+    be a requirement name; ``options`` must be literal."""
+    with_node = _get(step, "with")
+    install = _scalar(_get(with_node, "install"))
+    if install is not None and not REQUIREMENT.match(install):
+        return f"install: {install!r} is not a requirement name (a path installs the repository outside)"
+    options = _scalar(_get(with_node, "options"))
+    if options is not None and "${{" in options:
+        return "options: holds an expression"
+    if options is not None:
+        kind, why = judge_run_options(list(options.split()))
+        if kind is not Kind.ISOLATED:
+            return f"options: {why}"
+    return None
 
 
 def _one_line(text: str, width: int = 60) -> str:
@@ -201,51 +360,109 @@ def _continue_on_error(node: yaml.Node, file: str, what: str) -> list[Finding]:
 
 
 def check_job(
-    job_id: str, job: yaml.Node, lines: list[str], file: str, repo: WorkflowRepo, workflow: yaml.Node
+    job_id: str, job: yaml.Node, lines: list[str], file: str, repo: WorkflowRepo, workflow: yaml.Node,
+    scalar_rows: set[int] | None = None,
 ) -> list[Finding]:
     findings = _continue_on_error(job, file, f"job '{job_id}'")
+    findings += _env_findings(job, file, f"job '{job_id}'")
+    findings += _shell_findings(_defaults_node(job, "shell"), file, f"job '{job_id}'")
+    findings += _container_findings(job, file, job_id)
+    called = _get(job, "uses")
+    if called is not None and not (_scalar(called) or "").startswith("./"):
+        # a reusable workflow of another repository: its steps are not here to be checked
+        findings.append(Finding(file, called.start_mark.line + 1, RULE_UNISOLATED,
+                                f"job '{job_id}' calls the workflow {_scalar(called)!r} of another "
+                                "repository, whose steps the guard cannot check"))
     shell = _defaults(job, "shell") or _defaults(workflow, "shell")
     workdir = _defaults(job, "working-directory") or _defaults(workflow, "working-directory")
+    rows = scalar_rows if scalar_rows is not None else _scalar_rows(workflow)
     steps = _get(job, "steps")
     if not isinstance(steps, yaml.SequenceNode):
         return findings
     first_isolated: Step | None = None
+    workspace_clean = True
     for index, node in enumerate(steps.value):
-        findings += _continue_on_error(node, file, f"step '{_label(node, index)}' of job '{job_id}'")
+        what = f"step '{_label(node, index)}' of job '{job_id}'"
+        findings += _continue_on_error(node, file, what)
         if not isinstance(node, yaml.MappingNode):
             continue
-        step = classify_step(node, index, lines, repo, shell=shell, workdir=workdir)
+        findings += _env_findings(node, file, what)
+        findings += _shell_findings(_get(node, "shell"), file, what)
+        step = classify_step(node, index, lines, repo, shell=shell, workdir=workdir, scalar_rows=rows,
+                             workspace_clean=workspace_clean)
         if step.kind is StepKind.MIXED:
-            findings.append(
-                Finding(
-                    file,
-                    step.line,
-                    RULE_MIXED,
-                    f"step '{step.label}' of job '{job_id}' mixes isolated commands with a "
-                    f"{step.detail}; run every command under no-docker run or split the step",
-                )
-            )
-        elif step.kind is StepKind.PLAIN and first_isolated is not None:
-            findings.append(
-                Finding(
-                    file,
-                    step.line,
-                    RULE_ORDER,
-                    f"step '{step.label}' of job '{job_id}' is not isolated ({step.detail}) but "
-                    f"runs after the isolated step '{first_isolated.label}' (line "
-                    f"{first_isolated.line}); move it before, isolate it, or use another job",
-                )
-            )
-        if step.kind is not StepKind.PLAIN and first_isolated is None:
+            findings.append(Finding(file, step.line, RULE_MIXED,
+                                    f"step '{step.label}' of job '{job_id}' mixes isolated commands with a "
+                                    f"{step.detail}; run every command under no-docker run or split "
+                                    "the step"))
+        elif step.kind is not StepKind.ISOLATED and step.kind is not StepKind.DECLARED and \
+                first_isolated is not None:
+            findings.append(Finding(file, step.line, RULE_ORDER,
+                                    f"step '{step.label}' of job '{job_id}' is not isolated ({step.detail}) "
+                                    f"but runs after the isolated step '{first_isolated.label}' (line "
+                                    f"{first_isolated.line}); move it before, isolate it, or use another "
+                                    "job"))
+        elif step.kind is StepKind.PLAIN:
+            findings.append(Finding(file, step.line, RULE_UNISOLATED,
+                                    f"step '{step.label}' of job '{job_id}' may run the repository's code "
+                                    f"outside no-docker run ({step.detail}); run it under no-docker run or "
+                                    "the no-docker action, or declare it with a reviewed "
+                                    "`# no-docker: unisolated: REASON` comment above it"))
+        if step.kind in (StepKind.ISOLATED, StepKind.MIXED) and first_isolated is None:
             first_isolated = step
+        if step.kind is not StepKind.ALLOWED:
+            workspace_clean = False
     return findings
+
+
+def _duplicate_keys(root: yaml.Node | None, file: str) -> list[Finding]:
+    """A key given twice in one mapping: the guard reads the first (`_get`), the runner may read
+    another (a second `steps:` of a job would go unchecked)."""
+    findings: list[Finding] = []
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in node.value:
+                name = _scalar(key)
+                if name is not None and name in seen:
+                    findings.append(Finding(file, key.start_mark.line + 1, RULE_UNISOLATED,
+                                            f"key {name!r} given twice: the guard and the runner may "
+                                            "read different values"))
+                if name is not None:
+                    seen.add(name)
+                stack += [key, value]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return findings
+
+
+def unisolated_declarations(text: str, file: str) -> list[tuple[int, str, str]]:
+    """Every step declared ``# no-docker: unisolated: REASON``: (line, job/step label, reason).
+
+    The guard prints them (stderr, and ``--json``) so that an exemption is never silent."""
+    root = parse_workflow(text, file)
+    lines = text.splitlines()
+    rows = _scalar_rows(root)
+    out: list[tuple[int, str, str]] = []
+    for key, job in _mapping(_get(root, "jobs")):
+        steps = _get(job, "steps")
+        for index, node in enumerate(steps.value if isinstance(steps, yaml.SequenceNode) else []):
+            if isinstance(node, yaml.MappingNode):
+                reason = declared_unisolated(node, lines, rows)
+                if reason:
+                    out.append((node.start_mark.line + 1, f"{_scalar(key)}/{_label(node, index)}", reason))
+    return out
 
 
 def check_workflow(text: str, file: str, repo: WorkflowRepo) -> list[Finding]:
     """T-19 findings of one workflow file; WorkflowError when it is not YAML."""
     root = parse_workflow(text, file)
     lines = text.splitlines()
-    findings: list[Finding] = []
+    rows = _scalar_rows(root)
+    findings: list[Finding] = _env_findings(root, file, "the workflow") + _duplicate_keys(root, file)
+    findings += _shell_findings(_defaults_node(root, "shell"), file, "the workflow")
     for key, job in _mapping(_get(root, "jobs")):
-        findings += check_job(_scalar(key) or "?", job, lines, file, repo, root)
+        findings += check_job(_scalar(key) or "?", job, lines, file, repo, root, rows)
     return sorted(findings)

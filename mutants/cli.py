@@ -28,12 +28,17 @@ def build_parser() -> Parser:
     sub.add_parser("verify", help="every payload and pinned helper matches its pin",
                    description="Check every file of mutants/pins.json against its sha256; exit 1 on "
                    "a mismatch.")
-    review = sub.add_parser("review", help="lint, ShellCheck, routes, diff and hashes of FILE",
+    review = sub.add_parser("review", help="lint, ShellCheck, routes, dynamic check, diff and hashes of FILE",
                             description="Show the lint verdict, ShellCheck findings, declared routes, the "
-                            "diff against the pinned version and the old and new sha256.")
+                            "dynamic check (a statically clean payload run with bash in the outer guard "
+                            "against the canary: only reads may be recorded), the diff against the "
+                            "pinned version and the old and new sha256.")
     review.add_argument("file", type=Path, metavar="FILE", help="a payload or pinned helper in this tree")
     review.add_argument("--accept", action="store_true",
-                        help="write the pin (refused unless lint and ShellCheck are clean)")
+                        help="write the pin (refused unless lint, ShellCheck and the dynamic check "
+                        "are clean)")
+    review.add_argument("--static-only", action="store_true",
+                        help="skip the dynamic check (then --accept refuses)")
     apply = sub.add_parser("apply", help="write a mutant: TARGET with PAYLOAD inserted",
                            description="Write a copy of TARGET (bash, sh or Python) with the pinned, "
                            "lint-clean PAYLOAD inserted; by default after the shebang or the imports.")
@@ -88,18 +93,19 @@ def cmd_verify() -> int:
     return EXIT_FINDINGS if bad else EXIT_OK
 
 
-def cmd_review(path: Path, accept: bool) -> int:
+def cmd_review(path: Path, accept: bool, static_only: bool = False) -> int:
     from . import review as rv
 
     try:
-        result = rv.review(readable(path))
+        result = rv.review(readable(path), dynamic=not static_only)
     except OSError as err:
         raise UsageError(f"mutants: {path}: cannot read: {err.strerror or err}") from None
     print(rv.render(result))
+    dynamic_failed = result.dynamic is not None and result.dynamic.ran and not result.dynamic.ok
     if not accept:
-        return EXIT_OK if result.clean else EXIT_FINDINGS
-    if not result.clean:
-        reasons = result.lint + result.shellcheck + result.problems
+        return EXIT_OK if result.clean and not dynamic_failed else EXIT_FINDINGS
+    if not result.acceptable:
+        reasons = rv.refusal_reasons(result)
         print(f"no-docker: mutants: refusing to pin {result.name}: {len(reasons)} reason(s), "
               f"first: {reasons[0]}", file=sys.stderr)
         return EXIT_FINDINGS
@@ -124,5 +130,5 @@ def main(argv: list[str]) -> int:
     if args.command == "verify":
         return cmd_verify()
     if args.command == "review":
-        return cmd_review(args.file, args.accept)
+        return cmd_review(args.file, args.accept, args.static_only)
     return cmd_apply(args.payload, args.target, args.out, args.at, args.name)

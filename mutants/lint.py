@@ -6,7 +6,10 @@ interpreter: each word is evaluated to a `Val` whose parts are constant text or 
 tables of `lint_rules`; wrappers (`bash -c`, `sh -c`, `eval`, `$(...)`, backticks, `xargs`,
 `exec`, `env`, `command`, `sudo`, `timeout`, `nohup`) are followed into what they run. Anything
 the walker does not model is rejected: the lint fails closed, so an unknown construct costs a
-false rejection, never a false acceptance.
+false rejection, never a false acceptance. What it models is a *defined subset* of bash,
+written down in docs/mutants.md ("The accepted subset", issue 17); a construct outside it is
+``unsupported``, and where tree-sitter-bash and bash may read the same text differently
+(here-document ends, quoting, escapes) the text is refused rather than guessed.
 
 Why variables are resolved so narrowly: a name is constant only when it is assigned exactly
 once in the whole program, at top level (not inside an if, a loop, a function, a list or a
@@ -17,6 +20,7 @@ the value is opaque; an opaque value can never be a command name or an engine su
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,13 +29,27 @@ from pathlib import Path
 from tree_sitter import Node
 
 from . import lint_rules as R
-from .bash_parser import UnsafeForParser, parse
+from .bash_parser import HeredocRefused, UnsafeForParser, heredoc_body, parse
 
 # Statement lists that run start to end: an assignment directly in one runs before every later
 # statement of the same list (an if/case branch is not one: its sibling branch may run instead).
 BLOCKS = frozenset({"program", "subshell", "compound_statement", "do_group", "command_substitution",
                     "process_substitution"})
+# Test operators of the subset (`-v`, `-R`, `-o` are not: -v and -R evaluate a subscript).
+TEST_UNARY = frozenset({"-e", "-f", "-d", "-r", "-w", "-x", "-s", "-n", "-z", "-L", "-h", "-p", "-S",
+                        "-t", "-b", "-c"})
+TEST_BINARY = frozenset({"=", "==", "!=", "=~", "<", ">", "-nt", "-ot", "-ef"})
+TEST_INTEGER = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PARAM = r"(?:[A-Za-z_][A-Za-z0-9_]*|[0-9])"
+EXPANSION_FORMS = (
+    re.compile(rf"{_PARAM}|[?!#$@*]"),                 # ${name} ${1} ${?} ${@}
+    re.compile(rf"#{_PARAM}"),                         # ${#name}
+    re.compile(rf"{_PARAM}:?[-+].*", re.S),            # ${name:-word} ${name+word}
+    re.compile(rf"{_PARAM}(?:%%?|##?).*", re.S),       # ${name%word} ${name##word}
+    re.compile(rf"{_PARAM}//?.*", re.S),               # ${name/pat/rep} ${name//pat/rep}
+    re.compile(rf"{_PARAM}:[0-9]+(?::[0-9]+)?"),       # ${name:0:160}: literal offsets only
+)
 GLOB_CHARS = re.compile(r"[*?\[]")
 
 
@@ -132,6 +150,10 @@ class Stdin:
 
 # ---- small pure helpers ------------------------------------------------------------------------
 
+class Unsupported(ValueError):
+    """Text outside the accepted subset, found by a pure helper; the walker reports it."""
+
+
 _C_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b",
               "e": "\x1b", "E": "\x1b", "f": "\f", "v": "\v", "?": "?"}
 
@@ -153,6 +175,8 @@ def ansi_c_decode(body: str) -> str:
             m = re.match(r"[0-9a-fA-F]{1,2}", body[i + 2:])
             out.append(chr(int(m.group(), 16)) if m else "\\x")
             i += 2 + (len(m.group()) if m else 0)
+        elif n in "uUc":
+            raise Unsupported(f"the escape \\{n} in $'...'")
         elif n in "01234567":
             m = re.match(r"[0-7]{1,3}", body[i + 1:])
             assert m is not None
@@ -164,24 +188,42 @@ def ansi_c_decode(body: str) -> str:
     return "".join(out)
 
 
-def printf_output(args: list[Val]) -> str | None:
-    """What ``printf FORMAT ARG...`` prints, for constant arguments and %s/%% only; else None."""
-    if not args or not all(a.exact for a in args) or args[0].text.startswith("-"):
-        return None
-    pieces: list[str | None] = []  # literal text, None for a %s slot
-    fmt, i = ansi_c_decode(args[0].text), 0
+def printf_format(fmt: str) -> list[str | None]:
+    """The pieces of a printf FORMAT: literal text, None for each %s; Unsupported otherwise.
+
+    Only %s, %% and the escapes of ``PRINTF_ESCAPES`` are modelled: with any other (\\u000d,
+    \\x0a, \\015, %b, %d...) printf writes bytes the lint did not compute.
+    """
+    pieces: list[str | None] = []
+    i = 0
     while i < len(fmt):
-        if fmt[i] != "%":
-            pieces.append(fmt[i])
-            i += 1
-        elif fmt[i + 1:i + 2] == "%":
-            pieces.append("%")
+        c = fmt[i]
+        if c == "%":
+            directive = fmt[i:i + 2]
+            if directive not in R.PRINTF_DIRECTIVES:
+                raise Unsupported(f"printf directive {directive!r} (only %s and %%)")
+            pieces.append(None if directive == "%s" else "%")
             i += 2
-        elif fmt[i + 1:i + 2] == "s":
-            pieces.append(None)
+        elif c == "\\":
+            escape = fmt[i + 1:i + 2]
+            if escape not in R.PRINTF_ESCAPES:
+                raise Unsupported(f"printf escape \\{escape} (only {' '.join(R.PRINTF_ESCAPES)})")
+            pieces.append(R.PRINTF_ESCAPES[escape])
             i += 2
         else:
-            return None  # %d, %b, widths...: not modelled
+            pieces.append(c)
+            i += 1
+    return pieces
+
+
+def printf_output(args: list[Val]) -> str | None:
+    """What ``printf FORMAT ARG...`` prints, for constant arguments; else None."""
+    if not args or not all(a.exact for a in args) or args[0].text.startswith("-"):
+        return None
+    try:
+        pieces = printf_format(args[0].text)
+    except Unsupported:
+        return None
     rest = [a.text for a in args[1:]]
     slots = pieces.count(None)
     if slots == 0:
@@ -228,15 +270,19 @@ def request_ok(content: str) -> bool:
         return False
     for line in lines[1:]:
         name, colon, _ = line.partition(":")
-        if not colon or name.strip().lower() not in R.REQUEST_HEADERS or "\n" in line:
+        if not colon or name.strip().lower() not in R.REQUEST_HEADERS:
             return False
-    return True
+    # Every line is plain printable ASCII: a lone CR or LF, or any other control byte, is a line
+    # break to some servers and could start a second request.
+    return all(" " <= ch <= "~" for line in lines for ch in line)
 
 
 def normalize_rel(text: str) -> str:
-    while text.startswith("./"):
-        text = text[2:]
-    return text
+    """One spelling per run-dir path: ``./a//b/./c`` is ``a/b/c`` (the write counts and the
+    BASH_ENV/config checks key on it; ``..`` never gets here, see ``run_dir_path``)."""
+    if text.startswith("/"):
+        return text
+    return "/".join(part for part in text.split("/") if part not in ("", "."))
 
 
 def run_dir_path(v: Val) -> bool:
@@ -308,6 +354,20 @@ def option_value(args: list[Val], i: int, attached: str, code: str, option: str,
 # ---- the walker --------------------------------------------------------------------------------
 
 @dataclass
+class Shared:
+    """What every nested text of one payload shares: the run-dir files it writes and reads."""
+
+    files: dict[str, str | None] = field(default_factory=dict)  # run-dir path -> content (None: unknown)
+    # run-dir path -> one entry per write anywhere in the payload: True when that write is a
+    # statement directly in the top-level program (runs once, in order).
+    writes: dict[str, list[bool]] = field(default_factory=dict)
+    # BASH_ENV files used: (run-dir path, report point, label) - checked once the whole payload is
+    # linted, against every write to that path (a later write in a loop or a function called
+    # later would change the file after the lint read it).
+    startup_uses: list[tuple[str, tuple[int, int], str]] = field(default_factory=list)
+
+
+@dataclass
 class Scope:
     """What one shell knows: constant variables, defined functions, files it wrote."""
 
@@ -320,12 +380,19 @@ class Scope:
 class Linter:
     """Lints one program text; nested programs (bash -c, eval, BASH_ENV files) recurse."""
 
-    def __init__(self, path: str, helper_hashes: frozenset[str], files: dict[str, str | None],
-                 findings: list[Finding], anchor: tuple[Node, str] | None = None, depth: int = 0) -> None:
+    def __init__(self, path: str, helper_hashes: frozenset[str], shared: Shared,
+                 findings: list[Finding], anchor: tuple[Node, str] | None = None, depth: int = 0,
+                 shares_shell: bool = False) -> None:
         self.path = path
         self.helper_hashes = helper_hashes
-        self.files = files  # run-dir path -> content (None when not constant)
+        self.shared = shared
+        self.files = shared.files  # run-dir path -> content (None when not constant)
         self.findings = findings
+        # eval text runs in the caller's shell: it may not assign variables or define functions
+        # (the caller's constants and functions are proven against the caller's text only).
+        self.shares_shell = shares_shell
+        self.source = b""
+        self.heredocs: dict[int, tuple[str, bool]] = {}  # heredoc_redirect id -> (body, ok)
         self.anchor = anchor  # (outer node, label) for nested programs
         self.depth = depth
         self.scope = Scope()
@@ -355,8 +422,23 @@ class Linter:
             bad = next((n for n in walk(root) if n.is_error or n.is_missing), root)
             self.reject(Rejected("parse-error", f"cannot parse near {snippet(bad)!r}", bad), bad)
             return
+        self.source = source
+        for node in walk(root):
+            if node.type == "heredoc_redirect":
+                try:
+                    self.heredocs[node.id] = (self.heredoc_body(node), True)
+                except Rejected as err:
+                    self.reject(err, node)
+                    return
         self.prepass(root)
         self.statements(root.children, Stdin())
+
+    def heredoc_body(self, node: Node) -> str:
+        """The body bash reads for this here-document (``bash_parser.heredoc_body``)."""
+        try:
+            return heredoc_body(node, self.source)
+        except HeredocRefused as err:
+            raise Rejected("unsupported", str(err), err.node) from err
 
     def prepass(self, root: Node) -> None:
         for node in walk(root):
@@ -427,6 +509,10 @@ class Linter:
                 raise Rejected("arithmetic-unprovable", "(( )) evaluates its text arithmetically", node)
             self.compound(node, stdin)
         elif t == "for_statement":
+            var = node.child_by_field_name("variable")
+            if var is None or self.shares_shell or node.children[0].type != "for":
+                raise Rejected("unsupported", "for loop: only `for name in WORDS` outside eval", node)
+            self.check_name(text_of(var), var)
             for c in node.children_by_field_name("value"):
                 self.value(c)
             self.compound(node, stdin)
@@ -436,22 +522,30 @@ class Linter:
                 self.value(value)
             self.compound(node, stdin)
         elif t == "function_definition":
+            if self.shares_shell:
+                raise Rejected("unsupported", "a function defined in eval text", node)
+            redirect = next((c for c in node.children if c.type.endswith("redirect")), None)
+            if redirect is not None:
+                # `f() { ...; } > /dev/tcp/...` redirects every call; the calls are not checked
+                raise Rejected("unsupported", "a redirection on a function definition (it applies at "
+                               "every call)", redirect)
             body = node.child_by_field_name("body")
             if body is not None:
                 self.statement(body, Stdin())
-        elif t == "variable_assignment":
-            self.assignment(node)
-        elif t == "variable_assignments":
-            for c in node.named_children:
-                self.assignment(c)
+        elif t in ("variable_assignment", "variable_assignments"):
+            if self.shares_shell:
+                raise Rejected("unsupported", "an assignment in eval text", node)
+            for c in ([node] if t == "variable_assignment" else node.named_children):
+                name, _ = self.assignment(c)
+                self.check_name(name, c)
         elif t == "declaration_command":
             self.declaration(node)
         elif t == "unset_command":
             for c in node.named_children:
                 if re.fullmatch(r"-\w*f\w*", text_of(c)):
                     raise Rejected("command-not-allowed", "unset -f changes what a name runs", c)
-                if not IDENTIFIER.match(text_of(c)) and text_of(c) != "-v":
-                    raise Rejected("arithmetic-unprovable", f"unset of {text_of(c)!r}", c)
+            raise Rejected("unsupported", "unset: the lint's constants are proven against "
+                           "assignments only", node)
         elif t == "test_command":
             self.test(node)
         elif t in ("c_style_for_statement", "arithmetic_expansion"):
@@ -545,13 +639,32 @@ class Linter:
         keyword = node.children[0].type if node.children else ""
         if keyword in ("declare", "typeset"):
             raise Rejected("sensitive-variable", f"{keyword} can make namerefs and attributes", node)
+        if keyword != "local":
+            for c in node.named_children:
+                if c.type == "variable_assignment":
+                    self.assignment(c)  # a sensitive name is reported as such first
+            # export/readonly: a name the lint would have to follow into every later child
+            raise Rejected("unsupported", f"{keyword}: only `local name[=value]` declares", node)
+        if self.shares_shell:
+            raise Rejected("unsupported", "local in eval text", node)
         for c in node.named_children:
             if c.type == "variable_assignment":
-                self.assignment(c)
+                name, _ = self.assignment(c)
+                self.check_name(name, c)
             elif c.type == "variable_name":
-                self.check_variable(text_of(c), None, c)
+                self.check_name(text_of(c), c)
             else:
                 raise Rejected("sensitive-variable", f"{keyword} {text_of(c)!r}: only NAME or NAME=VALUE", c)
+
+    def check_name(self, name: str, node: Node) -> None:
+        """A name a plain assignment, ``local`` or ``for`` may set: lower case, and not one that
+        curl or an engine client reads (the caller may have exported it)."""
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or name in R.LOWERCASE_ENVIRONMENT:
+            raise Rejected("sensitive-variable" if name.upper() == name or name in R.LOWERCASE_ENVIRONMENT
+                           else "unsupported",
+                           f"assignment to {name!r}: only lower-case names that no tool reads from "
+                           "the environment (an exported name would change what later commands do)",
+                           node)
 
     def check_variable(self, name: str, val: Val | None, node: Node) -> None:
         if name in R.SENSITIVE_VARIABLES or name.startswith(R.SENSITIVE_PREFIXES):
@@ -570,6 +683,11 @@ class Linter:
         content = self.files.get(key) if key is not None else None
         if content is None:
             raise Rejected("sensitive-variable", f"{name}={val.shown}: not a file this payload wrote", node)
+        assert key is not None
+        point = (node.start_point.row, node.start_point.column)
+        if self.anchor is not None:
+            point = (self.anchor[0].start_point.row, self.anchor[0].start_point.column)
+        self.shared.startup_uses.append((key, point, f"{name}={val.text}"))
         self.nested(content, node, f"{name} file {val.text}")
 
     def check_config(self, val: Val, node: Node) -> None:
@@ -581,30 +699,104 @@ class Linter:
         if not contents or any(v is None for v in contents.values()):
             raise Rejected("engine-config-unproven",
                            f"config dir {val.shown} holds files of unknown content", node)
-        for content in contents.values():
+        point = (node.start_point.row, node.start_point.column)
+        if self.anchor is not None:
+            point = (self.anchor[0].start_point.row, self.anchor[0].start_point.column)
+        for key, content in sorted(contents.items()):
             assert content is not None
-            for url in re.findall(r"[a-z0-9+.-]+://[^\"\s,}]*", content):
-                if not endpoint_ok(const(url)):
-                    raise Rejected("engine-host-not-loopback", f"config endpoint {url}", node)
+            relative = key[len(prefix):]
+            self.shared.startup_uses.append((key, point, f"docker config file {key}"))
+            try:
+                data = json.loads(content)
+            except ValueError as err:
+                raise Rejected("engine-config-unproven", f"{key} is not JSON", node) from err
+            if relative == "config.json":
+                if not isinstance(data, dict) or not set(data) <= R.DOCKER_CONFIG_KEYS or not all(
+                        isinstance(v, str) for v in data.values()):
+                    raise Rejected("engine-config-unproven", f"{key}: only the keys "
+                                   f"{sorted(R.DOCKER_CONFIG_KEYS)} (credsStore, proxies, plugins... "
+                                   "run or reroute things)", node)
+            elif R.DOCKER_CONTEXT_META.fullmatch(relative):
+                self.check_context_meta(key, data, node)
+            else:
+                raise Rejected("engine-config-unproven", f"{key}: not a config.json or a context's "
+                               "meta.json", node)
+
+    def check_context_meta(self, key: str, data: object, node: Node) -> None:
+        """A context meta.json: Name, empty Metadata, one docker endpoint on a local address."""
+        ok = (isinstance(data, dict) and set(data) <= {"Name", "Metadata", "Endpoints"}
+              and data.get("Metadata", {}) == {} and isinstance(data.get("Endpoints"), dict)
+              and set(data["Endpoints"]) == {"docker"} and isinstance(data["Endpoints"]["docker"], dict)
+              and set(data["Endpoints"]["docker"]) <= {"Host", "SkipTLSVerify"}
+              and isinstance(data["Endpoints"]["docker"].get("Host"), str)
+              and isinstance(data["Endpoints"]["docker"].get("SkipTLSVerify", False), bool))
+        if not ok:
+            raise Rejected("engine-config-unproven", f"{key}: only Name, Metadata {{}} and "
+                           "Endpoints.docker.{Host, SkipTLSVerify}", node)
+        assert isinstance(data, dict)
+        host = data["Endpoints"]["docker"]["Host"]
+        if not endpoint_ok(const(host)):
+            raise Rejected("engine-host-not-loopback", f"config endpoint {host}", node)
 
     def test(self, node: Node) -> None:
+        """``[[ ]]`` and ``[ ]``: only the operators of ``TEST_UNARY``/``TEST_BINARY``.
+
+        ``[[ -eq ]]`` (and the other integer comparisons) evaluates both sides arithmetically,
+        where a value such as ``a[$(cmd)]`` runs cmd: its operands must be integer literals. In
+        ``[ ]`` every operand must be one word (no splitting), or a value could become ``-v``.
+        """
         double = bool(node.children) and node.children[0].type == "[["
-        for n in walk(node):
-            if n.type == "test_operator" and text_of(n) == "-v":
-                operand = n.next_named_sibling
-                if operand is None or not IDENTIFIER.match(text_of(operand)):
-                    raise Rejected("arithmetic-unprovable", "-v of a subscript evaluates it", n)
-            if double and n.type == "binary_expression":
-                op = next((c for c in n.children if not c.is_named or c.type == "test_operator"), None)
-                if op is not None and text_of(op) in ("-eq", "-ne", "-lt", "-le", "-gt", "-ge"):
-                    for side in n.named_children:
-                        if side is op:
-                            continue
-                        if not self.value(side).exact:
-                            raise Rejected("arithmetic-unprovable",
-                                           f"[[ {text_of(op)} ]] of opaque text", side)
-            if n.type in ("command_substitution", "process_substitution"):
-                self.substitution(n)
+        inner = [c for c in node.children if c.is_named and c.type != "comment"]
+        if len(inner) != 1:
+            raise Rejected("unsupported", "a test with other than one expression", node)
+        self.test_expr(inner[0], double)
+
+    def test_expr(self, n: Node, double: bool) -> None:
+        t = n.type
+        if t == "parenthesized_expression" and double:
+            for c in n.named_children:
+                self.test_expr(c, double)
+            return
+        if t == "unary_expression":
+            op = n.children[0]
+            rest = [c for c in n.children[1:] if c.is_named]
+            if text_of(op) == "!" and len(rest) == 1:
+                return self.test_expr(rest[0], double)
+            if op.type != "test_operator" or text_of(op) not in TEST_UNARY or len(rest) != 1:
+                raise Rejected("unsupported", f"test operator {text_of(op)!r}", op)
+            return self.test_operand(rest[0], double)
+        if t == "binary_expression":
+            if len(n.children) != 3:
+                raise Rejected("unsupported", "a test expression of unknown shape", n)
+            left, op, right = n.children
+            op_text = text_of(op)
+            if double and op_text in ("&&", "||"):
+                self.test_expr(left, double)
+                self.test_expr(right, double)
+                return
+            if op_text in TEST_INTEGER:
+                for side in (left, right):
+                    val = self.test_operand(side, double)
+                    if double and not (val.exact and re.fullmatch(r"-?[0-9]+", val.text)):
+                        raise Rejected("arithmetic-unprovable",
+                                       f"[[ {op_text} ]] evaluates {text_of(side)!r} arithmetically: "
+                                       "only integer literals", side)
+                return
+            if op_text not in TEST_BINARY or (not double and op_text in ("=~", "<", ">")):
+                raise Rejected("unsupported", f"test operator {op_text!r}", op)
+            self.test_operand(left, double)
+            self.test_operand(right, double)
+            return
+        self.test_operand(n, double)
+
+    def test_operand(self, n: Node, double: bool) -> Val:
+        if n.type in ("binary_expression", "unary_expression", "parenthesized_expression"):
+            raise Rejected("unsupported", "a nested test expression", n)
+        val = self.value(n, quoted=double)
+        if val.split and not double:  # [[ ]] neither splits nor globs its operands
+            raise Rejected("unsupported", f"test operand {text_of(n)!r} may split into several words "
+                           "(quote it)", n)
+        return val
 
     # -- words --
     def argv(self, cmd: Node) -> list[Val]:
@@ -618,12 +810,24 @@ class Linter:
         if t == "command_name":
             return concat(self.value(c) for c in node.children)
         if t in ("word", "number", "extglob_pattern", "regex"):
+            if "$[" in text_of(node) or "$((" in text_of(node):
+                raise Rejected("arithmetic-unprovable", "$[ ] evaluates its text arithmetically", node)
+            unescaped = re.sub(r"\\.", "", text_of(node), flags=re.S)
+            if t != "regex" and re.search(r"\$[({]|`", unescaped):
+                # bash would expand this; the parser kept it as a plain word: they disagree
+                raise Rejected("unsupported", f"{text_of(node)[:40]!r}: an expansion the parser "
+                               "read as plain text", node)
             return self.word(text_of(node))
         if t == "raw_string":
             return const(text_of(node)[1:-1])
         if t == "ansi_c_string":
-            return const(ansi_c_decode(text_of(node)[2:-1]))
-        if t in ("string", "translated_string"):
+            try:
+                return const(ansi_c_decode(text_of(node)[2:-1]))
+            except Unsupported as err:
+                raise Rejected("unsupported", str(err), node) from err
+        if t == "translated_string":
+            raise Rejected("unsupported", '$"..." (locale translation)', node)
+        if t == "string":
             return self.dquoted(node)
         if t == "concatenation":
             return concat(self.value(c) for c in node.children)
@@ -637,8 +841,11 @@ class Linter:
         if t == "arithmetic_expansion":
             raise Rejected("arithmetic-unprovable", "$(( )) evaluates its text arithmetically", node)
         if t == "array":
-            return concat(self.value(c) for c in node.named_children)
+            raise Rejected("unsupported", "arrays (an index is evaluated arithmetically)", node)
         if t == "$":
+            following = node.next_sibling
+            if following is not None and following.start_byte == node.end_byte and following.type == "string":
+                raise Rejected("unsupported", '$"..." (locale translation)', node)
             return const("$")
         raise Rejected("unsupported-syntax", f"{t} in a word is not modelled by the lint", node)
 
@@ -661,6 +868,10 @@ class Linter:
             if c.type in ('"', "$\""):
                 continue
             if c.type == "string_content":
+                if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", text_of(c), flags=re.S)):
+                    # bash would expand this; the parser kept it as text: they disagree
+                    raise Rejected("unsupported", f"{text_of(c)[:40]!r}: an expansion the parser read "
+                                   "as plain text", c)
                 vals.append(const(re.sub(r'\\([$`"\\\n])', r"\1", text_of(c))))
             elif c.type == "$":
                 vals.append(const("$"))
@@ -674,7 +885,9 @@ class Linter:
         val = self.constant(name, node)
         if val is None:
             return Val((Opaque(name),), split=not quoted)
-        return Val(val.parts, split=val.split or (not quoted and not val.exact))
+        # unquoted, a constant with blanks or glob characters becomes several words
+        splits = not quoted and (not val.exact or re.search(r"[ \t\n*?\[]", val.text) is not None)
+        return Val(val.parts, split=val.split or splits)
 
     def constant(self, name: str, use: Node) -> Val | None:
         nodes = self.scope.assignments.get(name, [])
@@ -692,25 +905,50 @@ class Linter:
         return self.scope.cache[name]
 
     def expansion(self, node: Node, quoted: bool) -> Val:
-        inner = text_of(node)[2:-1]
+        """``${...}``: only the forms of ``EXPANSION_FORMS``, and words inside them of the subset.
+
+        Refused: indirection ``${!x}``, ``@`` transformations (``${x@P}`` expands a prompt, which
+        runs command substitutions), assignment ``${x:=v}``, subscripts and non-literal offsets
+        (both arithmetic), and ``$(...)``/backticks inside the operator word (tree-sitter-bash and
+        bash may split such words differently).
+        """
+        opener, closer = node.children[0], node.children[-1]
+        if not opener.type == "${" or closer.type != "}" or not text_of(opener).endswith("${"):
+            raise Rejected("unsupported", f"expansion {text_of(node)!r} of unknown shape", node)
+        # tree-sitter-bash 0.25 folds whitespace before ${ into the token (" ${out}" in "a ${out}")
+        lead = text_of(opener)[:-2]
+        if lead.strip():
+            raise Rejected("unsupported", f"expansion {text_of(node)!r} of unknown shape", node)
+        raw = node.text or b""
+        inner = raw[opener.end_byte - node.start_byte:closer.start_byte - node.start_byte].decode(
+            "utf-8", "surrogateescape")
         for n in walk(node):
             if n is node:
                 continue
-            if n.type in ("command_substitution", "process_substitution"):
-                self.substitution(n)
             if n.type == "subscript":
-                index = n.child_by_field_name("index")
-                if index is None or text_of(index) not in ("@", "*") and not text_of(index).isdigit():
-                    raise Rejected("arithmetic-unprovable", f"subscript in ${{{inner}}}", n)
-        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?::?-(.*))?", inner, flags=re.S)
-        if m and m.group(2) is None:
-            return self.variable(m.group(1), node, quoted)
-        m_sub = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*:([^:]*)(?::(.*))?", inner, flags=re.S)
-        if m_sub and not m_sub.group(1).startswith(("-", "=", "?", "+")):
-            for offset in (m_sub.group(1), m_sub.group(2) or "0"):
-                if not offset.strip().isdigit():
-                    raise Rejected("arithmetic-unprovable", f"substring offset in ${{{inner}}}", node)
-        return Val((Opaque(inner),), split=not quoted)
+                raise Rejected("arithmetic-unprovable", f"subscript in ${{{inner}}}", n)
+            if n.type in ("command_substitution", "process_substitution", "arithmetic_expansion"):
+                raise Rejected("unsupported", f"$(...), backticks or $(( )) inside ${{{inner}}}", n)
+            if n.type == "expansion":
+                self.expansion(n, quoted=True)  # nested: the same forms
+            if n.type == "ansi_c_string":
+                self.value(n)
+            if n.type == "translated_string":
+                raise Rejected("unsupported", '$"..." (locale translation)', n)
+        if "`" in inner or "$(" in inner or "$[" in inner:
+            raise Rejected("unsupported", f"$(...), backticks or $[ ] inside ${{{inner}}}", node)
+        form = next((f for f in EXPANSION_FORMS if f.fullmatch(inner)), None)
+        if form is None and re.fullmatch(rf"{_PARAM}:[^-=?+].*|[@*]:.*", inner, flags=re.S):
+            raise Rejected("arithmetic-unprovable", f"substring offset in ${{{inner}}}: only literal "
+                           "digits (an offset is evaluated arithmetically)", node)
+        if form is None:
+            raise Rejected("unsupported", f"${{{inner}}}: only $name, ${{name}}, ${{#name}}, "
+                           "${name:-word}, ${name-word}, ${name:+word}, ${name+word}, ${name%word}, "
+                           "${name#word}, ${name/word/word}, ${name:N[:N]} with literal N".replace(
+                               "{{", "{"), node)
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*|[0-9])", inner)
+        val = self.variable(m.group(1), node, quoted) if m else Val((Opaque(inner),), split=not quoted)
+        return concat([const(lead), val]) if lead else val
 
     def substitution(self, node: Node) -> None:
         if node.id in self.seen:
@@ -724,6 +962,9 @@ class Linter:
         for c in node.children:
             if c.type == "variable_assignment":
                 name, val = self.assignment(c)
+                if name not in R.PREFIX_VARIABLES:
+                    raise Rejected("sensitive-variable", f"{name}=... before a command: only "
+                                   f"{', '.join(sorted(R.PREFIX_VARIABLES))} may be set for one", c)
                 env[name] = val
         for c in node.children:  # herestrings and redirects tree-sitter keeps inside the command
             if c.type.endswith("redirect"):
@@ -735,58 +976,115 @@ class Linter:
             self.run(argv, env, stdin, node, open_tail=False, functions=True)
 
     def stdin_from(self, redirects: list[Node], stdin: Stdin) -> Stdin:
+        """What the command reads on fd 0 after its redirections, applied in order."""
         for r in redirects:
             if r.type == "heredoc_redirect":
-                start = next((c for c in r.children if c.type == "heredoc_start"), None)
-                body = next((c for c in r.children if c.type == "heredoc_body"), None)
-                quoted = start is not None and bool(re.search(r"['\"\\]", text_of(start)))
-                if body is not None and not quoted:
-                    for n in walk(body):
-                        if n.type in ("command_substitution", "expansion", "simple_expansion"):
-                            if n.type == "command_substitution":
-                                self.substitution(n)
-                            return Stdin("heredoc", None, False)
-                stdin = Stdin("heredoc", text_of(body) if body is not None else "", quoted)
+                body, ok = self.heredocs.get(r.id, ("", False))
+                if not ok:
+                    raise Rejected("unsupported", "here-document not proven", r)
+                stdin = Stdin("heredoc", body, True)
             elif r.type == "herestring_redirect":
                 val = concat(self.value(c) for c in r.named_children)
-                stdin = Stdin("content", val.text + "\n") if val.exact else Stdin()
+                stdin = Stdin("content", val.text + "\n") if val.exact else Stdin("unknown")
             elif r.type == "file_redirect":
                 op = redirect_operator(r)
                 dest = r.child_by_field_name("destination")
                 fd = redirect_fd(r)
-                if op == "<" and fd in ("", "0") and dest is not None:
-                    target = self.value(dest)
-                    stdin = Stdin("null") if target.exact and target.text == "/dev/null" else Stdin()
+                if fd not in ("", "0"):
+                    continue  # not stdin
+                if fd in ("", "0") and op in ("<", "<&", "<>"):
+                    target = self.value(dest) if dest is not None else const("")
+                    if op == "<" and target.exact and target.text == "/dev/null":
+                        stdin = Stdin("null")
+                    elif op == "<&" and target.exact and target.text == "-":
+                        stdin = Stdin("null")  # closed: reads fail
+                    else:
+                        stdin = Stdin("unknown")  # a file, a socket, a duplicated fd
         return stdin
 
     def check_redirects(self, redirects: list[Node], cmd: Node | None, argv: list[Val]) -> None:
+        """Every redirection is one of the subset's forms (docs/mutants.md), else refused.
+
+        Writes: ``>``, ``>>``, ``>|``, ``&>``, ``&>>`` on fd 1 or 2 to a provable target.
+        Reads: ``<`` on fd 0. Duplication: between fds 1 and 2, ``<&N`` on fd 0 (stdin is then
+        unknown), ``>&N`` (N >= 3) only for printf of a constant read-only request. ``N<&-``
+        closes. ``exec N</dev/tcp/LOOPBACK/PORT`` (N >= 3) opens a socket; any other
+        redirection of ``exec`` alone (``exec 1<&3``, ``exec >file``) would redirect every later
+        command and is refused.
+        """
+        exec_only = len(argv) == 1 and argv[0].exact and argv[0].text == "exec"
         for r in redirects:
-            if r.type != "file_redirect":
+            if r.type == "heredoc_redirect":
+                if exec_only:
+                    raise Rejected("unsupported", "exec with a here-document", r)
                 continue
+            if r.type == "herestring_redirect":
+                if exec_only:
+                    raise Rejected("unsupported", "exec with a here-string", r)
+                continue
+            if r.type != "file_redirect":
+                raise Rejected("unsupported", f"redirection {text_of(r)!r}", r)
             op = redirect_operator(r)
             dest_node = r.child_by_field_name("destination")
             dest = self.value(dest_node) if dest_node is not None else const("")
             fd = redirect_fd(r)
-            if op in ("<&", ">&", "<&-", ">&-") and dest.exact and (dest.text.isdigit() or dest.text == "-"):
-                if op == ">&" and dest.text.isdigit() and int(dest.text) >= 3:
-                    self.check_socket_write(argv, r)
+            if fd and not re.fullmatch(r"[0-9]", fd):
+                raise Rejected("unsupported", f"redirection of fd {fd!r}", r)
+            if op in ("<&", ">&", "<&-", ">&-") and dest.exact and dest.text == "-" or op in ("<&-", ">&-"):
+                continue  # closing an fd
+            if exec_only:
+                if not dest.exact and dest.prefix.startswith(("/dev/tcp", "/dev/udp")):
+                    raise Rejected("redirect-target-unprovable", f"network device {dest.shown}", r)
+                dev = tcp_device(dest.text) if dest.exact else None
+                if not (op == "<" and fd and int(fd) >= 3 and dev is not None):
+                    raise Rejected("unsupported", f"exec {text_of(r)}: exec without a command may only "
+                                   "open a loopback /dev/tcp socket on fd 3-9 or close an fd", r)
+                if dev[0] not in R.LOOPBACK_HOSTS:
+                    raise Rejected("engine-host-not-loopback", f"/dev/tcp to {dev[0]}", r)
                 continue
-            if op == ">&" and dest.exact and not dest.text.isdigit():
+            if op in ("<&", ">&") and dest.exact and dest.text.isdigit():
+                target = int(dest.text)
+                if op == ">&" and fd in ("", "1", "2") and target in (1, 2):
+                    continue
+                if op == ">&" and fd in ("", "1") and target >= 3:
+                    self.check_socket_write(argv, r)
+                    continue
+                if op == "<&" and fd in ("", "0") and target >= 3:
+                    continue  # stdin becomes the fd: stdin_from makes it unknown
+                raise Rejected("unsupported", f"fd duplication {text_of(r)!r}", r)
+            if op in ("<&", ">&") and not dest.exact:
+                raise Rejected("redirect-target-unprovable", f"fd duplication onto {dest.shown}", r)
+            if op == ">&":
                 op = "&>"  # `>&file` is `&>file`
+            if fd not in ("", "0", "1", "2"):
+                raise Rejected("unsupported", f"redirection of fd {fd} (only 0, 1 and 2; "
+                               "`exec N</dev/tcp/...` opens a socket)", r)
             dev = tcp_device(dest.text) if dest.exact else None
             if dev is not None:
                 if dev[0] not in R.LOOPBACK_HOSTS:
                     raise Rejected("engine-host-not-loopback", f"/dev/tcp to {dev[0]}", r)
-                if op != "<" or fd not in ("", "0") and not fd.isdigit():
+                if op != "<" or fd not in ("", "0"):
                     self.check_socket_write(argv, r)
                 continue
             if dest.prefix.startswith(("/dev/tcp", "/dev/udp")):  # a socket to a host not known
                 raise Rejected("redirect-target-unprovable", f"network device {dest.shown}", r)
             if op == "<":
+                if not dest.exact:  # could be /dev/tcp/ANY-HOST/PORT
+                    raise Rejected("redirect-target-unprovable", f"input from {dest.shown}", r)
                 continue
-            if op not in (">", ">>", ">|", "&>", "&>>", "<>"):
-                raise Rejected("unsupported-syntax", f"redirection {op!r}", r)
+            if op not in (">", ">>", ">|", "&>", "&>>"):
+                raise Rejected("unsupported", f"redirection {op!r}", r)
             self.check_write(dest, op, argv, r)
+
+    def record_write(self, key: str, node: Node | None) -> None:
+        """Count one write to the run-dir file ``key`` (see ``Shared.writes``)."""
+        top = False
+        if node is not None and self.depth == 0:
+            parent = node.parent
+            while parent is not None and parent.type in ("command", "redirected_statement", "file_redirect"):
+                parent = parent.parent
+            top = parent is not None and parent.type == "program"
+        self.shared.writes.setdefault(key, []).append(top)
 
     def check_socket_write(self, argv: list[Val], node: Node) -> None:
         """Bytes written to a socket fd: only printf of a constant read-only request."""
@@ -806,6 +1104,7 @@ class Linter:
                 content = printf_output(argv[1:])
             key = normalize_rel(dest.text)
             self.files[key] = content if op in (">", ">|") or self.files.get(key, "") is None else None
+            self.record_write(key, node)
             return
         is_probe = (op == ">>" and len(argv) == 1 and argv[0].exact and argv[0].text in R.PROBE_COMMANDS)
         if is_probe and normalize_rel(dest.text) in R.PERSISTENCE_FILES:
@@ -823,6 +1122,8 @@ class Linter:
             raise Rejected("dynamic-command-name", f"command name {head.shown!r} is not a constant", node)
         name = head.text
         if functions and self.defined_function(name, node):
+            if env:
+                raise Rejected("unsupported", f"{name}: a function call with environment assignments", node)
             return  # the body is linted where it is defined
         if "/" in name:
             directory, _, base = name.rpartition("/")
@@ -830,6 +1131,13 @@ class Linter:
                 raise Rejected("command-path-not-allowed", f"{name}: not in {sorted(R.SYSTEM_DIRS)}", node)
             name = base
         args = argv[1:]
+        passes_env = name in R.WRAPPERS or name == "xargs" or name in R.ENGINES
+        for var in env:
+            if var != "BASH_ENV" and not passes_env:
+                # DOCKER_CONTEXT=prod bash -c 'docker ps' (or eval '...'): the engine CLI must be
+                # checked with the variables it gets, so they may only go straight to one.
+                raise Rejected("sensitive-variable", f"{var} set for {name}, which is not an engine CLI",
+                               node)
         if name == "eval":
             if open_tail:  # `xargs eval`: the appended text would be evaluated
                 raise Rejected("xargs-open-command", "xargs eval", node)
@@ -841,7 +1149,7 @@ class Linter:
         if name in R.WRAPPERS:
             return self.wrapper(name, args, env, stdin, node, open_tail)
         if name == "xargs":
-            return self.xargs(args, env, node, open_tail)
+            return self.xargs(args, env, node, open_tail, stdin)
         if name in R.ENGINES:
             return self.engine(name, args, env, node, open_tail)
         if name == "curl":
@@ -854,8 +1162,13 @@ class Linter:
             return self.mkdir(args, node, open_tail)
         if name == "ln":
             return self.ln(args, node, open_tail)
-        if name in R.PLAIN_TOOLS:
-            return self.plain(name, args, node)
+        if name in R.ALLOWED_BUILTINS:
+            return self.builtin(name, args, node, open_tail)
+        if name in R.EXTERNAL_TOOLS:
+            return self.external(name, args, node)
+        if name in R.BASH_BUILTINS:
+            raise Rejected("unsupported", f"the builtin {name} (the subset allows only "
+                           f"{' '.join(sorted(R.ALLOWED_BUILTINS))})", node)
         if name in R.DESTRUCTIVE_TOOLS or name.startswith("mkfs"):
             raise Rejected("destructive-command", f"{name} changes files or processes", node)
         raise Rejected("command-not-allowed", f"{name} is not on the allowlist", node)
@@ -874,17 +1187,106 @@ class Linter:
         parent = definition.parent
         return parent is not None and parent.type == "program" and call.start_byte > definition.end_byte
 
-    def plain(self, name: str, args: list[Val], node: Node) -> None:
-        if name in R.NAME_TAKING or name == "printf":
-            names = [a for a in args if not a.text.startswith("-")] if name in R.NAME_TAKING else []
-            if name == "printf" and args and args[0].exact and args[0].text == "-v":
-                names = args[1:2]
-            for a in names:
-                if not a.exact or not IDENTIFIER.match(a.text.split("=")[0]):
-                    raise Rejected("arithmetic-unprovable", f"{name} of name {a.shown!r}", node)
-                self.check_variable(a.text.split("=")[0], None, node)
-            if name in ("local", "export", "readonly") and any(a.text.startswith("-") for a in args):
-                raise Rejected("sensitive-variable", f"{name} with options", node)
+    def builtin(self, name: str, args: list[Val], node: Node, open_tail: bool) -> None:
+        """The allowed builtins, each with the only argument forms the subset accepts."""
+        if open_tail and name not in (":", "true", "false", "echo"):
+            raise Rejected("xargs-open-command", f"xargs {name}: appended arguments", node)
+        if any(a.split for a in args) and name not in (":", "true", "false", "echo"):
+            raise Rejected("unsupported", f"{name} with an argument that may split into several words",
+                           node)
+        if name in (":", "true", "false", "echo"):
+            return  # arguments are data (their expansions are checked where they are evaluated)
+        if name == "pwd":
+            if any(not (a.exact and a.text in ("-L", "-P")) for a in args):
+                raise Rejected("unsupported", "pwd takes only -L or -P", node)
+        elif name == "printf":
+            if not args or not args[0].exact or args[0].text.startswith("-"):
+                raise Rejected("unsupported", "printf: the format must be a constant that is not an "
+                               "option (printf -v assigns a variable)", node)
+            try:
+                printf_format(args[0].text)
+            except Unsupported as err:
+                raise Rejected("unsupported", str(err), node) from err
+        elif name in ("test", "["):
+            operands = args
+            if name == "[":
+                if not args or not (args[-1].exact and args[-1].text == "]"):
+                    raise Rejected("unsupported", "[ without ]", node)
+                operands = args[:-1]
+            self.test_words(name, operands, node)
+        elif name == "wait":
+            for a in args:
+                if not (a.parts == (Opaque("!"),) or a.exact and a.text.isdigit()):
+                    raise Rejected("unsupported", f"wait {a.shown}: only wait, wait \"$!\" or a pid "
+                                   "(wait -p assigns a variable)", node)
+        elif name in ("return", "exit", "shift", "break", "continue"):
+            if len(args) > 1 or args and not (args[0].parts == (Opaque("?"),)
+                                              or args[0].exact and args[0].text.isdigit()):
+                raise Rejected("unsupported", f"{name}: only an integer literal or \"$?\"", node)
+        elif name == "set":
+            i = 0
+            while i < len(args):
+                a = args[i]
+                if a.exact and a.text in R.SET_FLAGS:
+                    i += 1
+                elif (a.exact and a.text in ("-o", "+o") and i + 1 < len(args) and args[i + 1].exact
+                      and args[i + 1].text in R.SET_OPTIONS):
+                    i += 2
+                else:
+                    raise Rejected("unsupported", f"set {a.shown}: only {' '.join(sorted(R.SET_FLAGS))} "
+                                   f"and -o/+o {'/'.join(sorted(R.SET_OPTIONS))} (set -k makes later "
+                                   "arguments environment)", node)
+        else:  # local reached through command/exec: never a declaration there
+            raise Rejected("unsupported", f"{name} outside its own statement", node)
+
+    def test_words(self, name: str, words: list[Val], node: Node) -> None:
+        """``test``/``[`` as a command: bash picks the operators by the number of words, so
+        every word an operator could stand at must be a constant operator of the subset."""
+        ops = TEST_UNARY | TEST_BINARY | TEST_INTEGER | {"!", "(", ")", "-a", "-o", "-v", "-R"}
+        if len(words) == 1:
+            return
+        if len(words) == 2 and words[0].exact and words[0].text in TEST_UNARY | {"!"}:
+            if words[0].text == "!" and words[1].exact and words[1].text in ops:
+                raise Rejected("unsupported", f"{name} ! {words[1].text}", node)
+            return
+        if (len(words) == 3 and words[1].exact and words[1].text in TEST_BINARY | TEST_INTEGER
+                and words[1].text not in ("=~",)):
+            return
+        shown = " ".join(w.shown for w in words)
+        raise Rejected("unsupported", f"{name} {shown}: only one word, UNARY-OP word or word OP word "
+                       "with a constant operator", node)
+
+    def external(self, name: str, args: list[Val], node: Node) -> None:
+        """A read-only external tool: only the options of ``EXTERNAL_TOOLS``, and positional
+        arguments that cannot be read as options."""
+        rule = R.EXTERNAL_TOOLS[name]
+        flags, values = set(rule["flags"]), set(rule["values"])  # type: ignore[call-overload]
+        positional: list[Val] = []
+        i, options_done = 0, False
+        while i < len(args):
+            a = args[i]
+            i += 1
+            if a.split:
+                raise Rejected("unsupported", f"{name} argument {a.shown!r} may split", node)
+            if not options_done and a.exact and a.text == "--":
+                options_done = True
+                continue
+            if not options_done and (a.prefix.startswith("-") or not a.prefix) and a.text != "-":
+                if not a.exact:
+                    raise Rejected("unsupported", f"{name} argument {a.shown!r} could be an option", node)
+                opts = split_options(a.text, flags, values)
+                if opts is None:
+                    raise Rejected("unsupported", f"{name} option {a.text!r} is not in the subset", node)
+                if opts[-1][1] == "":
+                    _, i = option_value(args, i, "", "unsupported", f"{name} {opts[-1][0]}", node)
+                continue
+            positional.append(a)
+        kind = rule["positional"]
+        if kind == "none" and positional:
+            raise Rejected("unsupported", f"{name} takes no arguments here", node)
+        if kind == "format" and (len(positional) > 1
+                                 or positional and not positional[0].text.startswith("+")):
+            raise Rejected("unsupported", f"{name}: only +FORMAT", node)
 
     def eval(self, args: list[Val], node: Node) -> None:
         if not all(a.exact for a in args):
@@ -900,6 +1302,10 @@ class Linter:
                 raise Rejected("shell-string-non-constant", f"{name} argument {a.shown!r}", node)
             t = a.text
             if t in R.SHELL_VALUE_FLAGS:
+                option = args[i + 1] if i + 1 < len(args) else None
+                if option is None or not option.exact or option.text not in R.SET_OPTIONS:
+                    raise Rejected("shell-option-not-allowed", f"{name} {t} {option.shown if option else ''}",
+                                   node)
                 i += 2
                 continue
             if t in R.SHELL_FLAGS:
@@ -928,7 +1334,8 @@ class Linter:
         anchor = self.anchor or (node, label)
         if self.anchor is not None:
             anchor = (self.anchor[0], f"{self.anchor[1]}: {label}")
-        child = Linter(self.path, self.helper_hashes, self.files, self.findings, anchor, self.depth + 1)
+        child = Linter(self.path, self.helper_hashes, self.shared, self.findings, anchor, self.depth + 1,
+                       shares_shell=label == "eval")
         # Every nested text gets a scope of its own. For bash -c and BASH_ENV files that is what
         # runs; eval shares the shell, so there the caller's variables are opaque in the text
         # and the names the text mentions are never constant for the caller (prepass): neither
@@ -954,6 +1361,9 @@ class Linter:
             if rule.get("assignments") and "=" in t and IDENTIFIER.match(t.split("=")[0]):
                 var, _, value = t.partition("=")
                 self.check_variable(var, const(value), node)
+                if var not in R.PREFIX_VARIABLES:
+                    raise Rejected("sensitive-variable", f"env {var}=...: only "
+                                   f"{', '.join(sorted(R.PREFIX_VARIABLES))}", node)
                 env[var] = const(value)
                 i += 1
                 continue
@@ -962,13 +1372,18 @@ class Linter:
                 if opts is None:
                     raise Rejected("wrapper-option-not-allowed", f"{name} {t}", node)
                 i += 1
-                if opts[-1][1] == "":
-                    i += 1  # the value is the next argument
+                if opts[-1][1] == "":  # the value is the next argument: one word, never split
+                    _, i = option_value(args, i, "", "wrapper-option-not-allowed", f"{name} {opts[-1][0]}",
+                                        node)
                 continue
             break
         rest = args[i:]
         if name == "timeout" and rest:
-            rest = rest[1:]  # the duration
+            duration = rest[0]  # `d="3 rm -rf"; timeout $d docker ps` would run rm
+            if not (duration.exact and re.fullmatch(r"[0-9]+(\.[0-9]+)?[smhd]?", duration.text)):
+                raise Rejected("wrapper-option-not-allowed", f"timeout duration {duration.shown!r}: only "
+                               "a number", node)
+            rest = rest[1:]
         if not rest:
             if open_tail:  # `xargs env`: the appended arguments would become the command
                 raise Rejected("xargs-open-command", f"xargs {name} with no command", node)
@@ -977,7 +1392,8 @@ class Linter:
             raise Rejected("wrapper-option-not-allowed", f"{name} without a command", node)
         self.run(rest, env, stdin, node, open_tail, functions=False)
 
-    def xargs(self, args: list[Val], env: dict[str, Val], node: Node, open_tail: bool = False) -> None:
+    def xargs(self, args: list[Val], env: dict[str, Val], node: Node, open_tail: bool = False,
+              stdin: Stdin | None = None) -> None:
         i = 0
         while i < len(args):
             t = args[i].text
@@ -987,14 +1403,23 @@ class Linter:
                 opts = split_options(t, R.XARGS["flags"], R.XARGS["values"])
                 if opts is None:
                     raise Rejected("wrapper-option-not-allowed", f"xargs {t}", node)
-                i += 2 if opts[-1][1] == "" else 1
+                i += 1
+                if opts[-1][1] == "":
+                    _, i = option_value(args, i, "", "wrapper-option-not-allowed", f"xargs {opts[-1][0]}",
+                                        node)
                 continue
             break
         rest = args[i:]
         if not rest and open_tail:  # `xargs xargs`: the outer one would supply the command
             raise Rejected("xargs-open-command", "xargs with no command under xargs", node)
         if rest:
-            self.run(rest, env, Stdin(), node, open_tail=True, functions=False)
+            # GNU xargs gives the command /dev/null as stdin (without -o/--open-tty)
+            self.run(rest, env, Stdin("null"), node, open_tail=True, functions=False)
+        if stdin is None or stdin.kind != "null":
+            # What xargs reads becomes arguments: only with stdin </dev/null is its command line
+            # exactly the one the lint checked (`... | xargs kubectl get pods` could add --kubeconfig).
+            raise Rejected("xargs-open-command", "xargs must read </dev/null (its input becomes "
+                           "arguments)", node)
 
     def engine(self, name: str, args: list[Val], env: dict[str, Val], node: Node, open_tail: bool) -> None:
         rule = R.ENGINES[name]
@@ -1042,10 +1467,51 @@ class Linter:
             path = (path[0], second.text)
         shown = " ".join((name, *path))
         if path in rule["read_only"]:  # type: ignore[operator]
-            return
+            return self.engine_arguments(name, path, args[i + len(path):], node)
         if path[-1] in rule["destructive"] or path[0] in rule["destructive"]:  # type: ignore[operator]
             raise Rejected("destructive-engine-command", f"{shown} changes engine state", node)
         raise Rejected("engine-subcommand-not-allowed", f"{shown} is not on the read-only allowlist", node)
+
+    def engine_arguments(self, name: str, path: tuple[str, ...], args: list[Val], node: Node) -> None:
+        """Every argument after a read-only subcommand, to the last, against its allowlist."""
+        shown = " ".join((name, *path))
+        table = R.ENGINE_ARGUMENTS.get(name, {})
+        if path not in table:
+            raise Rejected("engine-subcommand-not-allowed", f"{shown}: its arguments are not modelled", node)
+        flags, values, positional = table[path]
+        rule = R.ENGINES[name]
+        if name == "kubectl":  # kubectl's global options may follow the subcommand
+            flags = flags | set(rule["flags"])  # type: ignore[arg-type]
+            values = values | set(rule["values"])  # type: ignore[arg-type]
+        i, options_done = 0, False
+        while i < len(args):
+            a = args[i]
+            i += 1
+            if a.split:
+                raise Rejected("engine-option-not-allowed", f"{shown} argument {a.shown!r} may split", node)
+            if not options_done and a.exact and a.text == "--":
+                options_done = True
+                continue
+            if not options_done and (a.prefix.startswith("-") or not a.prefix):
+                if not a.exact:
+                    raise Rejected("engine-option-not-allowed",
+                                   f"{shown} argument {a.shown!r} could be an option", node)
+                opts = split_options(a.text, flags, values)
+                if opts is None:
+                    raise Rejected("engine-option-not-allowed",
+                                   f"{shown} {a.text}: not on the read-only allowlist", node)
+                opt, attached = opts[-1]
+                if attached is None:
+                    continue
+                val, i = option_value(args, i, attached, "engine-option-not-allowed", f"{shown} {opt}", node)
+                if opt in rule["host_options"] and not endpoint_ok(val):  # type: ignore[operator]
+                    raise Rejected("engine-host-not-loopback", f"{shown} {opt} {val.shown}", node)
+                if name == "kubectl" and opt in ("-o", "--output") and not (
+                        val.exact and val.text in R.KUBECTL_OUTPUTS):
+                    raise Rejected("engine-option-not-allowed", f"{shown} {opt} {val.shown}", node)
+                continue
+            if positional == "none":
+                raise Rejected("engine-option-not-allowed", f"{shown} takes no argument {a.shown!r}", node)
 
     def curl(self, args: list[Val], node: Node, open_tail: bool) -> None:
         if open_tail:
@@ -1098,6 +1564,9 @@ class Linter:
         if opt in ("-o", "--output"):
             if not (val.exact and val.text in R.HARMLESS_WRITE_TARGETS) and not run_dir_path(val):
                 raise Rejected("write-outside-run-dir", f"curl {opt} {val.shown}", node)
+            if run_dir_path(val):
+                self.files[normalize_rel(val.text)] = None
+                self.record_write(normalize_rel(val.text), None)
         elif opt in ("-w", "--write-out"):
             if "%output{" in val.text or "%{output" in val.text:
                 raise Rejected("write-outside-run-dir", "curl -w %output{} writes a file", node)
@@ -1206,6 +1675,8 @@ class Linter:
         target, link = paths
         if not (target.exact and target.text in R.ENGINE_SOCKETS) or not run_dir_path(link):
             raise Rejected("link-not-allowed", f"ln -s {target.shown} {link.shown}", node)
+        self.files[normalize_rel(link.text)] = None
+        self.record_write(normalize_rel(link.text), None)
 
 
 # ---- tree helpers ------------------------------------------------------------------------------
@@ -1246,8 +1717,17 @@ def lint_source(source: str | bytes, path: str = "<payload>",
     # surrogatepass: any str has bytes (a lone surrogate parses as an invalid sequence would)
     data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
     findings: list[Finding] = []
+    shared = Shared()
     try:
-        Linter(path, frozenset(helper_hashes), {}, findings).lint_text(data)
+        Linter(path, frozenset(helper_hashes), shared, findings).lint_text(data)
+        for key, (row, col), label in shared.startup_uses:
+            writes = shared.writes.get(key, [])
+            if writes != [True]:
+                findings.append(Finding(path, row + 1, col + 1, "sensitive-variable",
+                                        f"{label}: the file must be written exactly once, by a "
+                                        f"statement of the script itself ({len(writes)} writes; a "
+                                        "write in a loop, a function or a nested shell could change "
+                                        "it after the lint read it)"))
     except RecursionError:
         # The walker recurses once per nesting level; thousands of ( or $( exhaust Python's stack.
         findings.append(Finding(path, 1, 1, "unsupported-syntax", "nested deeper than the lint can follow"))

@@ -15,6 +15,7 @@ import re
 REASONS: dict[str, str] = {
     "parse-error": "bash cannot parse this (or tree-sitter-bash cannot)",
     "unsupported-syntax": "a construct the lint does not model",
+    "unsupported": "outside the bash subset the lint accepts (docs/mutants.md, \"The accepted subset\")",
     "dynamic-command-name": "the command name is not a constant the lint can resolve",
     "command-not-allowed": "a command that is not on the allowlist",
     "destructive-command": "a command that changes files or processes",
@@ -52,16 +53,70 @@ REASONS: dict[str, str] = {
 # ---- directories a command may be named by (a path anywhere else could be any binary) --------
 SYSTEM_DIRS = frozenset({"/usr/bin", "/bin", "/usr/local/bin", "/usr/sbin", "/sbin"})
 
-# ---- commands that only read or compute (arguments are data) ----------------------------------
-PLAIN_TOOLS = frozenset({
-    ":", "true", "false", "echo", "printf", "test", "[", "wait", "return", "exit", "shift",
-    "break", "continue", "sleep", "id", "whoami", "uname", "date", "pwd", "head", "tail", "tr",
-    "cut", "wc", "cat", "grep", "sort", "uniq", "basename", "dirname", "sha256sum", "set",
-    "local", "export", "readonly", "unset", "read", "ls", "stat",
+# ---- the accepted subset: builtins -------------------------------------------------------------
+# Builtins the subset allows; each has its own argument rule in lint.py (Linter.builtin). Every
+# other builtin is refused: in particular all that assign a variable by name (read, unset,
+# export, readonly, declare, typeset, mapfile, getopts, printf -v, wait -p, let), because the
+# lint's constants are proven only against the assignments it models (NAME=VALUE, local, for).
+ALLOWED_BUILTINS = frozenset({
+    ":", "true", "false", "echo", "printf", "test", "[", "wait", "return", "exit", "shift", "break",
+    "continue", "local", "set", "pwd",
 })
-# Builtins that take a variable NAME: the name must be a plain identifier (a subscript such as
-# 'a[$(cmd)]' is evaluated arithmetically and runs cmd).
-NAME_TAKING = {"read": "*", "unset": "*", "local": "*", "export": "*", "readonly": "*"}
+# Every bash 5.2 builtin (`enable -a`) and reserved word that can stand in command position:
+# a name here that is not allowed above is refused with `unsupported`, however it is reached
+# (`command unset x`, `exec read x`, `eval 'export X=1'`).
+BASH_BUILTINS = frozenset({
+    ".", ":", "[", "alias", "bg", "bind", "break", "builtin", "caller", "cd", "command", "compgen",
+    "complete", "compopt", "continue", "declare", "dirs", "disown", "echo", "enable", "eval", "exec",
+    "exit", "export", "false", "fc", "fg", "getopts", "hash", "help", "history", "jobs", "kill", "let",
+    "local", "logout", "mapfile", "popd", "printf", "pushd", "pwd", "read", "readarray", "readonly",
+    "return", "set", "shift", "shopt", "source", "suspend", "test", "times", "trap", "true", "type",
+    "typeset", "ulimit", "umask", "unalias", "unset", "wait", "coproc", "select", "function",
+})
+# `set` may only toggle these; `set -k` (assignments anywhere in argv become environment),
+# `set --` (positional parameters), `set -o posix`... are refused.
+SET_FLAGS = frozenset({"-e", "+e", "-u", "+u", "-x", "+x"})
+SET_OPTIONS = frozenset({"pipefail", "errexit", "nounset", "xtrace"})
+# printf: the format must be a constant with only these directives and escapes; any other
+# (%d evaluates numbers, %b and %q decode or re-quote, \u/\x/\NNN escapes) is refused, so the
+# bytes printf writes are exactly what the lint computed.
+PRINTF_DIRECTIVES = frozenset({"%s", "%%"})
+PRINTF_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
+
+# ---- the accepted subset: external tools and their arguments -------------------------------------
+# tool -> flags, value options, and what positional arguments may be: "data" (anything, as long
+# as it cannot be read as an option), "none", or "format" (date: one +FORMAT). Options not listed
+# are refused: `sort -o FILE` writes, `sort --compress-program` runs a program, `date -s` sets the
+# clock.
+EXTERNAL_TOOLS: dict[str, dict[str, object]] = {
+    "sleep": {"flags": set(), "values": set(), "positional": "data"},
+    "id": {"flags": {"-u", "-g", "-n", "-G", "-r"}, "values": set(), "positional": "none"},
+    "whoami": {"flags": set(), "values": set(), "positional": "none"},
+    "uname": {"flags": {"-a", "-s", "-r", "-m", "-n", "-v", "-o"}, "values": set(), "positional": "none"},
+    "date": {"flags": {"-u", "--utc", "-R", "-I"}, "values": set(), "positional": "format"},
+    "head": {"flags": {"-q", "-v"}, "values": {"-n", "-c", "--lines", "--bytes"}, "positional": "data"},
+    "tail": {"flags": {"-q", "-v"}, "values": {"-n", "-c", "--lines", "--bytes"}, "positional": "data"},
+    "tr": {"flags": {"-d", "-s", "-c", "-C"}, "values": set(), "positional": "data"},
+    "cut": {"flags": {"-s"}, "values": {"-d", "-f", "-c", "-b"}, "positional": "data"},
+    "wc": {"flags": {"-l", "-c", "-w", "-m"}, "values": set(), "positional": "data"},
+    "cat": {"flags": {"-v", "-A", "-n", "-e", "-t"}, "values": set(), "positional": "data"},
+    "grep": {"flags": {"-q", "-v", "-i", "-E", "-F", "-c", "-n", "-o", "-x", "-w", "-s", "-h"},
+             "values": {"-e", "-m"}, "positional": "data"},
+    "sort": {"flags": {"-u", "-n", "-r"}, "values": set(), "positional": "data"},
+    "basename": {"flags": set(), "values": set(), "positional": "data"},
+    "dirname": {"flags": set(), "values": set(), "positional": "data"},
+    "sha256sum": {"flags": set(), "values": set(), "positional": "data"},
+    "ls": {"flags": {"-l", "-a", "-d", "-1", "-n"}, "values": set(), "positional": "data"},
+    "stat": {"flags": {"-L"}, "values": {"-c", "--format"}, "positional": "data"},
+}
+# Names plain assignments may not take even in lower case: curl and the engine clients read
+# these from the environment, and an assignment to a name the caller exported changes it.
+LOWERCASE_ENVIRONMENT = frozenset({"http_proxy", "https_proxy", "ftp_proxy", "all_proxy",
+                                   "no_proxy", "socks_proxy", "auto_proxy"})
+# The only variables a command-prefix assignment (`NAME=VALUE cmd`, `env NAME=VALUE cmd`) may
+# set, each checked for what it does: an endpoint, a config dir, a context, a startup file.
+PREFIX_VARIABLES = frozenset({"DOCKER_HOST", "CONTAINER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT",
+                              "BASH_ENV"})
 
 # Known-destructive tools: rejected with `destructive-command` (the rest: `command-not-allowed`).
 DESTRUCTIVE_TOOLS = frozenset({
@@ -103,7 +158,7 @@ WRAPPERS: dict[str, dict[str, object]] = {
 # ---- xargs: options it may take; what follows must be complete and read-only -------------------
 XARGS = {"flags": {"-0", "--null", "-r", "--no-run-if-empty", "-t", "--verbose", "-x", "--exit"},
          "values": {"-n", "--max-args", "-L", "--max-lines", "-d", "--delimiter", "-P", "--max-procs",
-                    "-s", "--max-chars", "-a", "--arg-file"}}
+                    "-s", "--max-chars"}}  # not -a/--arg-file: arguments from a file
 
 # ---- shells: bash -c STRING is parsed and linted; a shell reading a file or stdin is not -------
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh"})
@@ -135,7 +190,7 @@ ENGINES: dict[str, dict[str, object]] = {
                         "enable", "disable", "apply", "delete", "wait", "restore"},
     },
     "podman": {
-        "values": {"--url", "--connection", "-c", "--identity", "--root", "--runroot", "--log-level"},
+        "values": {"--url", "--log-level"},  # not --connection/--identity: a remote host
         "flags": {"--remote", "-r", "--debug"},
         "host_options": {"--url"},
         "context_options": set(),
@@ -223,6 +278,80 @@ ENGINES: dict[str, dict[str, object]] = {
         "destructive": {"build", "prune"},
     },
 }
+
+# ---- every argument after an engine subcommand --------------------------------------------------
+# (flags, value options, positional) per read-only subcommand path; positional is "none" or
+# "names" (constant words that cannot be read as options). An argument not listed is refused:
+# read-only subcommands have options that are not (kubectl --kubeconfig runs a kubeconfig's
+# exec plugin). kubectl also takes its global options after the subcommand; the other CLIs
+# only before it.
+_LIST = ({"-a", "--all", "-l", "--latest", "--no-trunc", "-q", "--quiet", "-s", "--size"},
+         {"-f", "--filter", "--format", "-n", "--last"}, "none")
+_IMAGES = ({"-a", "--all", "--digests", "--no-trunc", "-q", "--quiet"}, {"-f", "--filter", "--format"},
+           "names")
+_FORMAT = (set(), {"-f", "--format"}, "none")
+_INSPECT = ({"-s", "--size"}, {"-f", "--format", "--type"}, "names")
+_QUIET_LIST = ({"-q", "--quiet"}, {"-f", "--filter", "--format"}, "none")
+_NOTHING: tuple[set[str], set[str], str] = (set(), set(), "none")
+ENGINE_ARGUMENTS: dict[str, dict[tuple[str, ...], tuple[set[str], set[str], str]]] = {
+    "docker": {
+        ("ps",): _LIST, ("container", "ls"): _LIST, ("container", "list"): _LIST, ("container", "ps"): _LIST,
+        ("images",): _IMAGES, ("image", "ls"): _IMAGES, ("image", "list"): _IMAGES,
+        ("version",): _FORMAT, ("info",): _FORMAT, ("system", "info"): _FORMAT,
+        ("system", "df"): ({"-v", "--verbose"}, {"--format"}, "none"),
+        ("inspect",): _INSPECT, ("container", "inspect"): _INSPECT, ("image", "inspect"): _INSPECT,
+        ("context", "ls"): ({"-q", "--quiet"}, {"--format"}, "none"),
+        ("context", "list"): ({"-q", "--quiet"}, {"--format"}, "none"),
+        ("context", "inspect"): (set(), {"-f", "--format"}, "names"), ("context", "show"): _NOTHING,
+        ("volume", "ls"): _QUIET_LIST, ("network", "ls"): _QUIET_LIST,
+    },
+    "podman": {
+        ("ps",): _LIST, ("container", "ls"): _LIST, ("container", "list"): _LIST, ("container", "ps"): _LIST,
+        ("images",): _IMAGES, ("image", "ls"): _IMAGES, ("image", "list"): _IMAGES,
+        ("version",): _FORMAT, ("info",): _FORMAT, ("system", "info"): _FORMAT,
+        ("system", "df"): ({"-v", "--verbose"}, {"--format"}, "none"),
+        ("inspect",): _INSPECT, ("container", "inspect"): _INSPECT, ("image", "inspect"): _INSPECT,
+        ("pod", "ps"): _QUIET_LIST, ("pod", "ls"): _QUIET_LIST, ("volume", "ls"): _QUIET_LIST,
+        ("network", "ls"): _QUIET_LIST,
+    },
+    "nerdctl": {
+        ("ps",): _LIST, ("container", "ls"): _LIST, ("images",): _IMAGES, ("image", "ls"): _IMAGES,
+        ("version",): _FORMAT, ("info",): _FORMAT, ("inspect",): _INSPECT, ("container", "inspect"): _INSPECT,
+        ("image", "inspect"): _INSPECT, ("namespace", "ls"): _QUIET_LIST, ("volume", "ls"): _QUIET_LIST,
+        ("network", "ls"): _QUIET_LIST,
+    },
+    "ctr": {path: ({"-q", "--quiet"}, set(), "none") for path in (
+        ("version",), ("containers", "ls"), ("containers", "list"), ("c", "ls"), ("images", "ls"),
+        ("images", "list"), ("images", "check"), ("i", "ls"), ("tasks", "ls"), ("tasks", "list"),
+        ("t", "ls"), ("namespaces", "ls"), ("ns", "ls"), ("plugins", "ls"))},
+    "crictl": {
+        ("version",): _NOTHING, ("info",): (set(), {"-o", "--output"}, "none"),
+        ("ps",): ({"-a", "--all", "-q", "--quiet"}, {"-o", "--output", "--name", "--state"}, "none"),
+        ("images",): ({"-q", "--quiet"}, {"-o", "--output"}, "none"),
+        ("img",): ({"-q", "--quiet"}, {"-o", "--output"}, "none"),
+        ("pods",): ({"-q", "--quiet"}, {"-o", "--output", "--name", "--state"}, "none"),
+        ("inspect",): (set(), {"-o", "--output"}, "names"),
+        ("inspecti",): (set(), {"-o", "--output"}, "names"),
+        ("inspectp",): (set(), {"-o", "--output"}, "names"), ("stats",): _NOTHING, ("statsp",): _NOTHING,
+        ("imagefsinfo",): _NOTHING,
+    },
+    "kubectl": {
+        ("get",): ({"-A", "--all-namespaces"}, {"-o", "--output", "-l", "--selector"}, "names"),
+        ("describe",): ({"-A", "--all-namespaces"}, {"-l", "--selector"}, "names"),
+        ("version",): ({"--client"}, {"-o", "--output"}, "none"),
+        ("cluster-info",): _NOTHING, ("api-resources",): (set(), {"-o", "--output"}, "none"),
+        ("api-versions",): _NOTHING, ("config", "get-contexts"): (set(), {"-o", "--output"}, "none"),
+        ("auth", "can-i"): (set(), set(), "names"),
+    },
+    "buildctl": {("du",): ({"-v", "--verbose"}, set(), "none"), ("debug", "workers"): _NOTHING,
+                 ("debug", "info"): _NOTHING},
+}
+# kubectl: values of -o/--output that only format (never jsonpath-file, go-template-file...).
+KUBECTL_OUTPUTS = frozenset({"json", "yaml", "wide", "name"})
+# docker config dirs the payload writes: only these files, with only these keys (a config.json
+# `credsStore`, `proxies`, `cliPluginsExtraDirs` or `features` would run or reroute things).
+DOCKER_CONFIG_KEYS = frozenset({"currentContext"})
+DOCKER_CONTEXT_META = re.compile(r"contexts/meta/[0-9a-f]{64}/meta\.json")
 
 # Engine endpoint forms (-H, DOCKER_HOST, CONTAINER_HOST, --server...): a unix socket, or a
 # loopback address; traffic never leaves the machine.

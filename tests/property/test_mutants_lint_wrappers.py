@@ -103,6 +103,11 @@ def test_no_wrapped_destructive_command_is_accepted(core, layers):
 @given(st.sampled_from(READ_ONLY), st.lists(st.sampled_from(SEE_THROUGH), max_size=3))
 def test_see_through_layers_around_read_only_commands_are_accepted(core, layers):
     assume(not (core.startswith("curl") and any(name == "xargs" for name, _, _ in layers)))
+    # eval runs its text in the caller's shell, where the subset refuses assignments (issue 17):
+    # eval of a text that assigns (a variable name, out=$(...)) is refused by design.
+    names = [name for name, _, _ in layers]
+    assume(not any(n == "eval" and {"variable name", "$()", "backticks"} & set(names[:i])
+                   for i, n in enumerate(names)))
     text = compose(core, layers)
     note(f"layers={[name for name, _, _ in layers]}\n{text}")
     findings = lint_source(text, "composed.sh")

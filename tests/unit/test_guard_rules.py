@@ -14,9 +14,18 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from no_docker.ci.findings import RULE_CONTINUE, RULE_MIXED, RULE_ORDER
+from no_docker.ci.findings import (
+    RULE_CONTAINER,
+    RULE_CONTINUE,
+    RULE_ENV,
+    RULE_MIXED,
+    RULE_ORDER,
+    RULE_SHELL,
+    RULE_UNISOLATED,
+)
 from no_docker.ci.repo import is_shell_script, pytest_config_isolates
-from no_docker.ci.shell_commands import CommandKind, commands_of, has_stanza_first
+from no_docker.ci.script_rules import Kind, judge_script
+from no_docker.ci.shell_commands import has_stanza_first
 from no_docker.ci.stanza import STANZA
 from no_docker.ci.workflow_rules import WorkflowError, check_workflow
 
@@ -77,7 +86,8 @@ def test_each_rule_has_a_bad_fixture() -> None:
     rules = set()
     for name in fixture_names("bad-"):
         rules |= {rule for _, rule in expected((FIXTURES / name).read_text())}
-    assert rules == {RULE_ORDER, RULE_MIXED, RULE_CONTINUE}
+    assert rules == {RULE_ORDER, RULE_MIXED, RULE_CONTINUE, RULE_UNISOLATED, RULE_ENV, RULE_SHELL,
+                     RULE_CONTAINER}
 
 
 def test_broken_yaml_is_an_error_naming_file_and_line() -> None:
@@ -116,81 +126,109 @@ def rules_of(text: str, repo: FakeRepo | None = None) -> list[tuple[int, str]]:
     return [(f.line, f.rule) for f in check_workflow(text, "w.yml", repo or FakeRepo())]
 
 
-def test_marker_above_a_step_belongs_to_that_step_not_the_one_before() -> None:
+def test_the_old_isolated_mark_no_longer_counts() -> None:
+    """Issue 17 B: a step is judged by what it runs, never by a claim (the mark could even sit
+    inside a string)."""
+    text = workflow("run: make test  # no-docker: isolated", "run: no-docker run -- pytest")
+    assert rules_of(text) == [(6, RULE_UNISOLATED)]
+
+
+def test_declaration_above_a_step_belongs_to_that_step_and_only_as_a_comment() -> None:
     text = workflow(
-        "run: no-docker run -- pytest", "run: make report\n      # no-docker: isolated", "run: make test"
+        "run: no-docker run -- pytest",
+        "run: |\n          true\n          # no-docker: unisolated: text of the block above",
+        "run: make report",
     )
-    # the comment sits in the second step's YAML span but above the third step
-    assert rules_of(text) == [(7, RULE_ORDER)]
+    # the third step (line 10) is not exempt: the "comment" is the second step's run: text
+    assert rules_of(text) == [(7, RULE_ORDER), (10, RULE_ORDER)]
+    exempt = workflow("run: echo hi\n      # no-docker: unisolated: the report is reviewed in #12",
+                      "run: make report")
+    assert rules_of(exempt) == []
+    assert rules_of(workflow("run: echo\n      # no-docker: unisolated: short", "run: make")) == [
+        (8, RULE_UNISOLATED)
+    ]  # a reason of fewer than 8 characters is no reason
 
 
-def test_local_action_counts_only_when_it_is_the_no_docker_action() -> None:
-    text = workflow("run: no-docker run -- pytest", "uses: ./ci\n        with: {run: make test}")
-    assert rules_of(text, FakeRepo(actions=("ci",))) == []
-    assert rules_of(text, FakeRepo(actions=())) == [(7, RULE_ORDER)]
+def test_local_action_counts_only_as_no_dockers_own_file_in_a_clean_workspace() -> None:
+    first = workflow("uses: ./ci\n        with: {run: make test}", "run: no-docker run -- pytest")
+    assert rules_of(first, FakeRepo(actions=("ci",))) == []
+    assert rules_of(first, FakeRepo(actions=())) == [(6, RULE_UNISOLATED)]
+    later = workflow("run: no-docker run -- pytest", "uses: ./ci\n        with: {run: make test}")
+    # code under test ran in the workspace first and could have rewritten ci/action.yml
+    assert rules_of(later, FakeRepo(actions=("ci",))) == [(7, RULE_ORDER)]
+    install = workflow("uses: ./ci\n        with: {run: make test, install: .}")
+    assert rules_of(install, FakeRepo(actions=("ci",))) == [(6, RULE_UNISOLATED)]
+    temp = workflow("uses: ./ci\n        with: {run: make test, options: --rw /home/runner/work/_temp}")
+    assert rules_of(temp, FakeRepo(actions=("ci",))) == [(6, RULE_UNISOLATED)]
 
 
-def test_pytest_without_flag_counts_only_when_the_config_requires_the_plugin() -> None:
-    text = workflow("run: no-docker run -- make test", "run: pytest -q")
-    assert rules_of(text, FakeRepo(pytest_isolates=True)) == []
-    assert rules_of(text, FakeRepo(pytest_isolates=False)) == [(7, RULE_ORDER)]
-    disabled = workflow("run: no-docker run -- make test", "run: pytest --no-docker -p no:no_docker")
-    assert rules_of(disabled, FakeRepo(pytest_isolates=True)) == [(7, RULE_ORDER)]
+@pytest.mark.parametrize("step", ["run: pytest -q", "run: pytest --no-docker -q",
+                                  "run: python -m pytest --no-docker", "run: bash tests/suite.sh"])
+def test_self_isolating_forms_are_not_provable_by_the_guard(step: str) -> None:
+    assert rules_of(workflow(step), FakeRepo(pytest_isolates=True)) == [(6, RULE_UNISOLATED)]
 
 
-def test_non_bash_shell_and_unparsable_script_are_plain() -> None:
+def test_non_plain_shell_and_unparsable_script_are_refused() -> None:
     assert rules_of(workflow("run: no-docker run -- pytest", "run: print(1)\n        shell: python")) == [
-        (7, RULE_ORDER)
+        (7, RULE_ORDER), (8, RULE_SHELL)
     ]
     assert rules_of(workflow("run: no-docker run -- pytest", "run: 'if then fi ('")) == [(7, RULE_ORDER)]
+    assert rules_of(workflow("run: no-docker run -- t\n        shell: bash --rcfile ./x -i {0}")) == [
+        (6, RULE_UNISOLATED), (7, RULE_SHELL)
+    ]
 
 
-def test_github_expressions_do_not_confuse_the_bash_parser() -> None:
-    text = workflow(
-        "run: no-docker run -- pytest -k ${{ matrix.k }}", "run: no-docker run -- ${{ matrix.cmd }}"
-    )
-    assert rules_of(text) == []
-
-
-REPO = FakeRepo(stanza_scripts=("tests/suite.sh", "sub/t.sh"))
+def test_github_expressions_in_run_are_refused() -> None:
+    text = workflow("run: no-docker run -- pytest -k ${{ matrix.k }}")
+    assert rules_of(text) == [(6, RULE_UNISOLATED)]
+    with_input = workflow("uses: knittingcode/no-docker/ci@v1\n"
+                          "        with: {run: 'pytest -k ${{ matrix.k }}'}")
+    assert rules_of(with_input) == []  # the action's run: input runs inside, and never through ${{ }} in bash
 
 
 @pytest.mark.parametrize(
     ("script", "kinds"),
     [
         ("no-docker run -- pytest", ["isolated"]),
-        ("FOO=1 exec /opt/venv/bin/no-docker run --work . -- make", ["isolated"]),
-        ("sudo -E no-docker run -- make", ["isolated"]),
-        ("no-docker guard", ["plain"]),
-        ("'no-docker' \"run\" -- make", ["isolated"]),
-        ("no\\-docker run -- make", ["plain"]),
-        ("no-docker check", ["plain"]),
-        ("pytest --no-docker -q", ["isolated"]),
-        ("python3 -X dev -m pytest --no-docker", ["isolated"]),
-        ("python -m pytest -q", ["plain"]),
-        ("bash tests/suite.sh", ["isolated"]),
-        ("./tests/suite.sh --fast", ["isolated"]),
-        ("bash -c tests/suite.sh", ["plain"]),
-        ("tests/other.sh", ["plain"]),
-        ("set -e; cd tests; echo hi", ["neutral", "neutral", "neutral"]),
-        ("export A=$(curl -s x)", ["neutral", "plain"]),
-        ("if [ -f x ]; then no-docker run -- t; fi", ["neutral", "isolated"]),
-        ("cat <<'EOF' | sh\nrm -rf /\nEOF", ["plain", "plain"]),
+        ("exec /opt/venv/bin/no-docker run -- make", ["plain"]),
+        ("exec no-docker run --work . -- make", ["isolated"]),
+        ("sudo -E no-docker run -- make", ["plain"]),
+        ("sudo -n no-docker run -- make", ["isolated"]),
+        ("env -S 'sh -c make' no-docker run -- true", ["plain"]),
+        ("env FOO=1 no-docker run -- true", ["isolated"]),
+        ("env BASH_ENV=./x no-docker run -- true", ["plain"]),
+        ("PYTHONPATH=. no-docker run -- true", ["plain"]),
+        ("no-docker guard", ["allowed"]),
+        ("no-docker prove", ["plain"]),
+        ("set -euo pipefail; cd tests; echo hi", ["allowed", "allowed", "allowed"]),
+        ("set -k", ["plain"]),
+        ("sudo apt-get install -y -qq bubblewrap", ["allowed"]),
+        ("sudo apt-get install -y ./local.deb", ["plain"]),
+        ("pip install --quiet no-docker 'pytest>=8'", ["allowed"]),
+        ("pip install -e .", ["plain"]),
+        ("pip install -r requirements.txt", ["plain"]),
+        ("python3 -I -m pip install no-docker", ["allowed"]),
+        ("python -m pip install no-docker", ["plain"]),
+        ("echo FOO=1 >> \"$GITHUB_ENV\"", ["allowed"]),
+        ("echo BASH_ENV=./x >> \"$GITHUB_ENV\"", ["plain"]),
+        ("echo ./bin >> \"$GITHUB_PATH\"", ["plain"]),
+        ("no-docker run -- env >> \"$GITHUB_ENV\"", ["plain"]),
+        ("f=$GITHUB_ENV; echo FOO=1 >> \"$f\"", ["plain"]),
+        ("if [ -f x ]; then no-docker run -- t; fi", ["allowed", "isolated"]),
         ("no-docker run -- t || ./deploy", ["isolated", "plain"]),
         ('eval "no-docker run -- t"', ["plain"]),
         ("$RUNNER run -- t", ["plain"]),
+        ("no-docker run -- t \"$(make x)\"", ["isolated", "plain"]),
+        ("x='a[$(make)]'; [[ 1 -eq x ]]", ["plain"]),
+        ('echo "${!x}"', ["plain"]),
+        ("printf -v x y", ["plain"]),
+        ("f() { echo BASH_ENV=./x; } >> \"$GITHUB_ENV\"", ["plain"]),
+        ("no-docker run -- sh <<'EOF'\nmake\nEOF", ["isolated"]),
+        ("no-docker run -- sh <<EOF\nmake\nEOF", ["plain"]),
     ],
 )
-def test_command_kinds(script: str, kinds: list[str]) -> None:
-    commands = commands_of(script, REPO)
-    assert commands is not None, script
-    assert [c.kind.value for c in commands] == kinds
-
-
-def test_script_path_follows_working_directory_and_stays_in_the_repository() -> None:
-    assert [c.kind for c in commands_of("./t.sh", REPO, "sub") or []] == [CommandKind.ISOLATED]
-    assert [c.kind for c in commands_of("../sub/t.sh", REPO, "x") or []] == [CommandKind.ISOLATED]
-    assert [c.kind for c in commands_of("../../t.sh", REPO, "sub") or []] == [CommandKind.PLAIN]
+def test_script_judgement(script: str, kinds: list[str]) -> None:
+    assert [j.kind.value for j in judge_script(script)] == kinds, judge_script(script)
 
 
 def test_stanza_must_be_the_first_command() -> None:
@@ -248,27 +286,27 @@ def test_pytest_config_isolates(files: dict[str, str], isolates: bool) -> None:
     assert pytest_config_isolates(files) is isolates
 
 
-ISOLATED_COMMANDS = ["no-docker run -- pytest", "pytest --no-docker", "bash tests/suite.sh"]
-PLAIN_LINES = st.sampled_from(["make", "./deploy.sh", "python x.py", "curl -s example.invalid", "sh -c true"])
+ISOLATED_COMMANDS = ["no-docker run -- pytest", "no-docker run -- make test", "exec no-docker run -- ./t.sh"]
+PLAIN_LINES = st.sampled_from(["make", "./deploy.sh", "python x.py", "curl -s example.invalid", "sh -c true",
+                               "pytest --no-docker", "bash tests/suite.sh"])
 ISOLATED_LINES = st.sampled_from(ISOLATED_COMMANDS)
+STEP_TEXT = {"isolated": "no-docker run -- make test", "allowed": "echo hi", "plain": "make lint"}
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=8))
-def test_order_rule_matches_a_simple_model(steps: list[tuple[bool, bool]]) -> None:
-    """Model: each step is (isolated?, marked?); every plain step after the first isolated
-    one is reported, at its line, and nothing else."""
-    lines = []
-    for isolated, marked in steps:
-        cmd = "no-docker run -- make test" if isolated else "make lint"
-        lines.append(f"run: {cmd}" + ("  # no-docker: isolated" if marked else ""))
-    text = workflow(*lines)
+@given(st.lists(st.sampled_from(["isolated", "allowed", "plain"]), min_size=1, max_size=8))
+def test_default_deny_matches_a_simple_model(steps: list[str]) -> None:
+    """Model: a plain step is reported as unisolated before the first isolated step; after it,
+    every step that is not isolated is reported as out of order; nothing else is."""
+    text = workflow(*(f"run: {STEP_TEXT[kind]}" for kind in steps))
     seen_isolated = False
     want = []
-    for index, (isolated, marked) in enumerate(steps):
-        if seen_isolated and not (isolated or marked):
+    for index, kind in enumerate(steps):
+        if seen_isolated and kind != "isolated":
             want.append((6 + index, RULE_ORDER))
-        seen_isolated = seen_isolated or isolated or marked
+        elif kind == "plain":
+            want.append((6 + index, RULE_UNISOLATED))
+        seen_isolated = seen_isolated or kind == "isolated"
     assert rules_of(text) == want, text
 
 
@@ -279,30 +317,27 @@ def test_step_is_mixed_exactly_when_it_has_both_kinds(commands: list[str]) -> No
     isolated = set(ISOLATED_COMMANDS)
     has_isolated = any(c in isolated for c in commands)
     has_plain = any(c not in isolated for c in commands)
-    assert rules_of(text) == ([(6, RULE_MIXED)] if has_isolated and has_plain else []), text
+    want = [(6, RULE_MIXED)] if has_isolated and has_plain else [(6, RULE_UNISOLATED)] if has_plain else []
+    assert rules_of(text) == want, text
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=200))
-def test_any_run_script_is_classified_or_called_unparsable_never_an_exception(script: str) -> None:
-    commands = commands_of(script, REPO)
-    assert commands is None or all(c.kind in CommandKind for c in commands)
+def test_any_run_script_is_judged_never_an_exception(script: str) -> None:
+    assert all(j.kind in Kind for j in judge_script(script))
 
 
 def test_characters_that_crash_tree_sitter_bash_are_masked() -> None:
     """tree-sitter-bash 0.25.1 segfaults on ``a{`` + U+E0100 (and other astral characters):
     checked in a child, so a regression fails this test instead of killing the session."""
     code = (
-        "from no_docker.ci.shell_commands import commands_of\n"
-        "class R:\n"
-        "    def script_has_stanza(self, p): return False\n"
-        "    def pytest_config_isolates(self): return False\n"
+        "from no_docker.ci.script_rules import Kind, judge_script\n"
         "for s in ['a{\\U000e0100', 'a{\\U000ee563', 'echo \\U0001f389 && no-docker run -- t', 'x\\ud800']:\n"
-        "    print([c.kind.value for c in commands_of(s, R()) or []])\n"
+        "    print([j.kind.value for j in judge_script(s)])\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[2] == "['neutral', 'isolated']"
+    assert done.stdout.splitlines()[2] == "['allowed', 'isolated']"
 
 
 def test_lone_surrogate_in_a_step_name_is_checked() -> None:
@@ -358,3 +393,10 @@ def test_any_text_gives_findings_or_a_workflow_error_never_a_traceback(text: str
         assert "\n" not in str(err), (text, str(err))
     else:
         assert all(f.file == "w.yml" and f.line >= 1 for f in findings), text
+
+
+def test_a_key_given_twice_is_refused_wherever_it_is() -> None:
+    """PyYAML keeps both pairs; the guard reads the first `steps:`, the runner may run the second."""
+    text = ("on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - run: no-docker run -- t\n"
+            "    steps:\n      - run: make test\n")
+    assert rules_of(text) == [(7, RULE_UNISOLATED)]

@@ -135,7 +135,7 @@ REJECTED: list[tuple[str, str]] = [
     ("python3 -I - <<'EOF'\nimport docker; docker.from_env().containers.prune()\nEOF",
      "python-not-pinned-helper"),
     ("python3 helper.py", "python-not-pinned-helper"),
-    ("python3 -I - <<EOF\nprint(1)\nEOF", "python-not-pinned-helper"),
+    ("python3 -I - <<EOF\nprint(1)\nEOF", "unsupported"),
     # raw sockets: only a constant read-only request, only to local addresses
     (f"printf 'DELETE /containers/x HTTP/1.0\\r\\n\\r\\n' | socat - UNIX-CONNECT:{SOCK}",
      "network-input-unprovable"),
@@ -188,7 +188,7 @@ REJECTED: list[tuple[str, str]] = [
     ("x='a[$(docker rm x)]'; echo $((x))", "arithmetic-unprovable"),
     ("(( x = y ))", "arithmetic-unprovable"),
     ("[[ $x -eq 1 ]]", "arithmetic-unprovable"),
-    ("read 'a[$(docker rm x)]'", "arithmetic-unprovable"),
+    ("read 'a[$(docker rm x)]'", "unsupported"),
     ("echo ${x:n}", "arithmetic-unprovable"),
     ("echo ${a[$(docker rm x)]}", "arithmetic-unprovable"),
     ("let x=y", "arithmetic-unprovable"),
@@ -198,7 +198,7 @@ REJECTED: list[tuple[str, str]] = [
     ("nsenter -t 1 -m docker ps", "destructive-command"),
     ("perl -e 'system(q(docker rm x))'", "destructive-command"),
     ("foo --bar", "command-not-allowed"),
-    ("cat <<EOF\n$(docker rm x)\nEOF", "destructive-engine-command"),
+    ("cat <<EOF\n$(docker rm x)\nEOF", "unsupported"),
     ("docker ps &&& x", "parse-error"),
 ]
 

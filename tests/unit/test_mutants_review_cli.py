@@ -8,6 +8,7 @@ import sys
 import pytest
 from no_docker.mutants import pins
 from no_docker.mutants import review as rv
+from no_docker.mutants.dynamic import Dynamic
 
 PAYLOAD = pins.ROOT / "mutants" / "payloads" / "reach-engine.sh"
 GOOD = "#!/usr/bin/env bash\n# route: ok (network) fine\ndocker ps --filter label=no-docker-route=ok\n"
@@ -44,15 +45,33 @@ def test_review_shows_lint_shellcheck_routes_diff_and_hashes(tmp_path):
     assert pins.load_pins(pins_file)["mutants/payloads/p.sh"] == "0" * 64
 
 
-def test_accept_pins_a_clean_payload(tmp_path):
+def test_accept_pins_a_clean_payload_only_when_the_dynamic_check_agrees(tmp_path):
     path = tmp_path / "p.sh"
     path.write_text(GOOD)
     pins_file = tmp_path / "pins.json"
-    result = rv.review(path, "mutants/payloads/p.sh", pins_file)
-    assert result.clean, rv.render(result)
-    assert "no pin yet" in result.diff
+    static_only = rv.review(path, "mutants/payloads/p.sh", pins_file)
+    assert static_only.clean and not static_only.acceptable, rv.render(static_only)
+    with pytest.raises(ValueError, match="dynamic check did not run"):
+        rv.accept(static_only, pins_file)
+    refused = rv.review(path, "mutants/payloads/p.sh", pins_file,
+                        dynamic=lambda data: Dynamic(True, ["POST /containers/x/kill on /run/docker.sock"],
+                                                     3, 0))
+    with pytest.raises(ValueError, match="POST /containers/x/kill"):
+        rv.accept(refused, pins_file)
+    assert "mutants/payloads/p.sh" not in pins.load_pins(pins_file)
+    result = rv.review(path, "mutants/payloads/p.sh", pins_file, dynamic=lambda data: Dynamic(True, [], 2, 0))
+    assert result.acceptable, rv.render(result)
+    assert "no pin yet" in result.diff and "dynamic: clean (2 canary records" in rv.render(result)
     rv.accept(result, pins_file)
     pins.verify_copy(path, "mutants/payloads/p.sh", pins_file)
+
+
+def test_the_dynamic_check_never_runs_a_payload_the_lint_refused(tmp_path):
+    path = tmp_path / "p.sh"
+    path.write_text(BAD)
+    ran = []
+    result = rv.review(path, "mutants/payloads/p.sh", tmp_path / "pins.json", dynamic=ran.append)
+    assert ran == [] and result.dynamic is not None and not result.dynamic.ran
 
 
 def test_cli_lint_prints_file_line_col_reason_and_exits_1(tmp_path):
