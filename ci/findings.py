@@ -32,3 +32,5 @@ RULE_UNISOLATED = "unisolated-step"
 RULE_ENV = "unsafe-env"
 RULE_SHELL = "shell-not-plain"
 RULE_CONTAINER = "engine-container"
+# A step declared `# no-docker: unisolated: REASON`, while the caller did not pass --allow-declared.
+RULE_DECLARED = "declared-unisolated"

@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from .findings import Finding
+from .findings import RULE_DECLARED, Finding
 from .repo import Repository
 from .tools import run_actionlint, run_shellcheck
 from .workflow_rules import WorkflowError, check_workflow, unisolated_declarations
@@ -39,8 +39,8 @@ commands; no ${{ }} in run:, no shell: but bash or sh, no env that makes a shell
 
 EPILOG = """\
 output: one finding a line, `file:line: rule: message` (rules: shellcheck/SCnnnn,
-actionlint/KIND, unisolated-step, isolation-order, mixed-step, unsafe-env, shell-not-plain,
-engine-container, continue-on-error); a summary on stderr.
+actionlint/KIND, unisolated-step, declared-unisolated (without --allow-declared), isolation-order,
+mixed-step, unsafe-env, shell-not-plain, engine-container, continue-on-error); a summary on stderr.
 exit status: 0 clean, 1 findings, 2 usage error, REPO not a git repository, a workflow
 that is not YAML, or ShellCheck/actionlint missing or failing. See docs/ci-guard.md."""
 
@@ -61,6 +61,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--json", action="store_true", help="print one JSON document: repo, the files checked, findings, ok"
+    )
+    p.add_argument(
+        "--allow-declared",
+        action="store_true",
+        help="accept steps declared `# no-docker: unisolated: REASON` (each is still printed); "
+        "without it every such declaration is a finding: the guard accepts only what it can prove",
     )
     return p
 
@@ -91,6 +97,14 @@ def guard(repo: Repository, declared: list[str] | None = None) -> tuple[dict[str
     return {"shell_scripts": scripts, "workflows": workflows}, sorted(set(findings))
 
 
+def declared_finding(line: str) -> Finding:
+    """``file:line: job/step: reason`` (a declaration) as a finding of its own rule."""
+    file, number, rest = line.split(":", 2)
+    return Finding(file, int(number), RULE_DECLARED,
+                   f"declared unisolated ({rest.strip()}); the guard cannot prove it: pass --allow-declared "
+                   "to accept reviewed declarations")
+
+
 def main(argv: list[str]) -> int:
     from no_docker.supervisor.errors import UsageError
 
@@ -101,6 +115,10 @@ def main(argv: list[str]) -> int:
         checked, findings = guard(repo, declared)
     except WorkflowError as err:
         raise UsageError(f"guard: {err}") from None
+    if not args.allow_declared:
+        # A declaration is the workflow speaking for itself: a claim, not a proof. Only the
+        # caller of the guard can accept it (default-deny).
+        findings = sorted(set(findings) | {declared_finding(line) for line in declared})
     if args.json:
         doc = {
             "repo": str(repo.root),

@@ -65,10 +65,10 @@ class Dynamic:
 def _outer_guard() -> tuple[type, type]:
     """(OuterGuard, GuardError): the one place this package imports the outer guard.
 
-    The outer guard lives in the supervisor (``supervisor/outer_guard.py``; moving to
-    ``supervisor/proving/outer_guard.py``): fix the import here, nowhere else.
+    The outer guard lives in the supervisor's proving room (``supervisor/proving/outer_guard.py``);
+    imported lazily, so that the lint itself never loads the supervisor.
     """
-    from no_docker.supervisor.outer_guard import GuardError, OuterGuard
+    from no_docker.supervisor.proving.outer_guard import GuardError, OuterGuard
 
     return OuterGuard, GuardError
 

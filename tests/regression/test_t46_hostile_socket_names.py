@@ -15,10 +15,9 @@ import os
 import sys
 import time
 
+from conftest import no_docker_argv
 from isolation_cases import require_bwrap
 from lifetime_cases import lifetime_guard
-
-from conftest import no_docker_argv
 
 NAMES = [b"/srv/engine\nnewline.sock", b"/srv/bad-\xff\xfe-utf8.sock",
          b"/srv/" + b"L" * (108 - len(b"/srv/"))]  # all 108 bytes of sun_path, no NUL

@@ -54,9 +54,12 @@ def test_good_fixtures_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     files = {f".github/workflows/{p.name}": p.read_text() for p in FIXTURES.glob("good-*.yml")}
     files["tests/suite.sh"] = SUITE
     repo = make_repo(tmp_path, files)
-    status, out, err = guard(capsys, str(repo))
+    status, out, err = guard(capsys, "--allow-declared", str(repo))
     assert (status, out) == (0, []), err
     assert re.search(r"no-docker: guard: 0 findings in 2 workflows and 1 shell scripts", err)
+    # The fixture's one declared exemption is a finding unless the caller allows declarations.
+    status, out, err = guard(capsys, str(repo))
+    assert status == 1 and [line.split(": ")[1] for line in out] == ["declared-unisolated"], out
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("bad-*.yml")))
@@ -159,6 +162,8 @@ def test_help_names_every_option_and_rule(capsys: pytest.CaptureFixture[str]) ->
         "exit status",
         "# no-docker: unisolated: REASON",
         "unisolated-step",
+        "--allow-declared",
+        "declared-unisolated",
     ):
         assert word in text
 
@@ -166,7 +171,8 @@ def test_help_names_every_option_and_rule(capsys: pytest.CaptureFixture[str]) ->
 def test_console_script_runs_the_guard_on_this_project() -> None:
     """The project's own workflows and scripts pass their own guard."""
     exe = Path(sys.executable).parent / "no-docker"
-    proc = subprocess.run([str(exe), "guard", str(REPO_ROOT)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([str(exe), "guard", "--allow-declared", str(REPO_ROOT)], capture_output=True,
+                          text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"^no-docker: guard: 0 findings in [1-9]\d* workflows", proc.stderr, re.M)
     # the two jobs that run no-docker's own code unisolated are declared, and reported (issue 17)
@@ -202,3 +208,13 @@ def test_lone_surrogate_in_a_step_name_prints_escaped(
     assert len(order) == 1 and order[0].startswith(
         ".github/workflows/a.yml:7: isolation-order: step 'up\\ud800load' of job 'a' is not isolated"
     )
+
+
+def test_a_declaration_is_a_finding_unless_the_caller_allows_it() -> None:
+    """Default-deny: `# no-docker: unisolated: REASON` is the workflow's own claim; without
+    --allow-declared the guard reports each declared step as a finding and exits 1."""
+    exe = Path(sys.executable).parent / "no-docker"
+    proc = subprocess.run([str(exe), "guard", str(REPO_ROOT)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rules = re.findall(r"^(\S+):\d+: (\S+): ", proc.stdout, re.M)
+    assert rules == [(".github/workflows/ci.yml", "declared-unisolated")] * 2, proc.stdout
