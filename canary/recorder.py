@@ -120,10 +120,6 @@ class Recorder:
         self.seq += 1
         return line
 
-    @property
-    def open(self) -> bool:
-        return self._fd >= 0
-
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

@@ -357,8 +357,12 @@ class EngineConnection(asyncio.Protocol):
         while not self.finished and (force or not self.write_paused) and self.hijacked < 0:
             event = self.framer.next_event()
             if event is None:
-                return
+                break
             self._on(event)
+        if not force and not self.answering and not self.finished:
+            # An answer ended the connection: what else this read held is recorded unanswered.
+            self._finish("after an answer that ends the connection")
+            self._hang_up()
 
     def _on(self, event: Event) -> None:
         if isinstance(event, Head):
