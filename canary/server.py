@@ -345,10 +345,12 @@ class EngineConnection(asyncio.Protocol):
             return
         self._confirm()
         self._work()
+        if self.finished or self.write_paused:  # done, or the answers piled up again
+            return
         if self.eof:
             self._finish("the client closed its sending side")
             self._hang_up()
-        elif not self.finished:
+        else:
             self.transport.resume_reading()
 
     # framing and answering ----------------------------------------------------------------

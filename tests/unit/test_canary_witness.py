@@ -355,3 +355,21 @@ def test_show_keeps_one_line_per_record_whatever_a_summary_holds():
     text = render(summarize(parse_log(json.dumps(r).encode() for r in records)))
     table = text.split("\n\n")[0].splitlines()
     assert len(table) == 3 and "\x1b" not in text and "unsent" in text
+
+
+def test_a_client_that_pipelines_half_closes_and_reads_late_gets_every_answer(canary):
+    # The answers pile up past the transport's high-water mark, so the canary stops reading
+    # and answering until the client reads; the half-close must not cut that short.
+    count = 3000
+    sent = b"".join(req("GET", f"/v1.50/containers/json?id={n}") for n in range(count))
+    conn = conn_of(canary)
+    with unix(canary) as sock:
+        sock.sendall(sent)
+        sock.shutdown(socket.SHUT_WR)
+        time.sleep(0.5)
+        answer = read_all(sock)
+    assert answer.count(b"HTTP/1.1 200 OK") == count
+    found = records_of(canary, conn, count)
+    assert [r["query"] for r in found] == [f"id={n}" for n in range(count)]
+    assert all(r["status"] == 200 for r in found)
+    covers(found, len(sent))
