@@ -130,6 +130,8 @@ class Framer:
         self.state = _HEAD
         self.left = 0  # body or chunk bytes still to come
         self.trailer = 0  # bytes of trailer lines so far
+        self.scanned = 0  # bytes of an incomplete head already searched for its end
+        self.line_ok = False  # the incomplete head's request line is complete and HTTP/1.x
 
     @property
     def at_boundary(self) -> bool:
@@ -201,18 +203,24 @@ class Framer:
                 return self._stop(Bad("too many empty lines", 400, False))
         if skip == len(buf):
             return None
-        ends = [found for found in (buf.find(b"\n\r\n", skip), buf.find(b"\n\n", skip)) if found >= 0]
+        # A head that comes a few bytes at a time is searched from where the last search ended.
+        start = max(skip, self.scanned - 2)
+        ends = [found for found in (buf.find(b"\n\r\n", start), buf.find(b"\n\n", start)) if found >= 0]
         if not ends:
-            verdict = sniff(bytes(buf[skip:skip + MAX_LINE + 1]))
-            if verdict.kind is Kind.RAW:
-                if verdict.raw_kind == "garbage" and verdict.summary == "request line too long":
-                    return self._stop(Bad("request line too long", 400, False))
-                return self._stop(Raw(verdict.raw_kind, verdict.summary))
+            self.scanned = len(buf)
+            if not self.line_ok:
+                verdict = sniff(bytes(buf[skip:skip + MAX_LINE + 1]))
+                if verdict.kind is Kind.RAW:
+                    if verdict.raw_kind == "garbage" and verdict.summary == "request line too long":
+                        return self._stop(Bad("request line too long", 400, False))
+                    return self._stop(Raw(verdict.raw_kind, verdict.summary))
+                self.line_ok = verdict.kind is Kind.HTTP1
             if len(buf) - skip > MAX_HEAD:
                 return self._stop(Bad("request head larger than 64 KiB", 400, False))
             if len(buf) - buf.rfind(b"\n") > MAX_LINE:
                 return self._stop(Bad("header line too long", 400, False))
             return None
+        self.scanned, self.line_ok = 0, False
         end = min(ends)
         head = bytes(buf[skip:end])
         first_line = head.split(b"\n", 1)[0]
