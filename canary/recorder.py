@@ -14,11 +14,12 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import CanaryError
 from .records import Record, dumps
 
-_TAIL = 1 << 16  # enough to hold the last record header of any log
+_TAIL = 1 << 16  # the log is read backwards in blocks of this size to find the last seq
 
 
 _second_cache: list = [None, ""]  # (whole second, its formatted prefix): strftime once a second
@@ -35,12 +36,39 @@ def utc_timestamp(now: float) -> str:
 def last_seq(tail: bytes) -> int:
     """The ``seq`` of the last complete record in ``tail`` (the end of a log), else 0."""
     for line in reversed(tail.split(b"\n")):
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):  # torn, foreign, or nested past the stack
-            continue
-        if isinstance(record, dict) and isinstance(record.get("seq"), int):
-            return record["seq"]
+        seq = _seq_of(line)
+        if seq is not None:
+            return seq
+    return 0
+
+
+def _seq_of(line: bytes) -> int | None:
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):  # torn, foreign, or nested past the stack
+        return None
+    if isinstance(record, dict) and isinstance(record.get("seq"), int):
+        return record["seq"]
+    return None
+
+
+def resume_seq(log: BinaryIO, size: int, block: int = _TAIL) -> int:
+    """The ``seq`` of the last complete record of a log of ``size`` bytes, however long that
+    record's line is: whole lines are read backwards, ``block`` bytes at a time. A record
+    holds no raw newline (JSON escapes it), so every newline ends a line."""
+    end = size  # the lines before ``end`` are not looked at yet
+    carry = b""  # the start of a line that began before the block just read
+    while end > 0:
+        start = max(0, end - block)
+        log.seek(start)
+        chunk = log.read(end - start) + carry
+        end = start
+        lines = chunk.split(b"\n")
+        carry = lines.pop(0) if start > 0 else b""  # may begin in an earlier block
+        for line in reversed(lines):
+            seq = _seq_of(line)
+            if seq is not None:
+                return seq
     return 0
 
 
@@ -65,13 +93,14 @@ class Recorder:
         if size == 0:
             return 0
         with open(self.path, "rb") as log:
-            log.seek(max(0, size - _TAIL))
-            tail = log.read()
-        if not tail.endswith(b"\n"):
+            log.seek(size - 1)
+            torn = log.read(1) != b"\n"
+            seq = resume_seq(log, size)
+        if torn:
             # A torn last line (a SIGKILL in the middle of a large write): start on a fresh line
             # so it stays one unreadable line instead of corrupting the next record.
             self._write_all(b"\n")
-        return last_seq(tail)
+        return seq
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)

@@ -1,22 +1,23 @@
-"""The serving side of the canary: listeners, the sniffing protocol, aiohttp behind it.
+"""The serving side of the canary: listeners, and the protocol that records and answers.
 
-One process, one thread, one event loop. Each accepted connection gets a
-``SniffingProtocol``; it writes the ``connection`` record first, looks at the first bytes
-(``sniff``), and either records them ``raw`` and hangs up, or hands the connection to an
-aiohttp ``RequestHandler`` whose handler writes the ``request`` record before it returns an
-answer. aiohttp's own error answers (a bad header, an oversized line) go through
-``HttpSide.handle_error``, which records first too. So every byte the canary ever sends
-follows a record of what it answers.
+One process, one thread, one event loop. Each accepted connection gets an
+``EngineConnection``: it writes the ``connection`` record first, then frames what the client
+sends (``framing.Framer``, pure) and, for each request as it completes, writes the
+``request`` record and only then sends the answer (``engine``, pure). Bytes that are not
+HTTP/1.x (an HTTP/2 preface, TLS, garbage), a request that breaks the rules, what is left
+of a request when the connection ends, and what a client sends into a stream after a 101
+are ``raw`` records. Every byte read is in exactly one record (``offset``, ``bytes_len``);
+every byte the canary ever sends follows the record of what it answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
 import errno
 import ipaddress
 import json
-import logging
 import os
 import resource
 import signal
@@ -24,32 +25,23 @@ import socket
 import stat
 import struct
 import sys
+import time
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from aiohttp import web
-from aiohttp.http_parser import RawRequestMessage
-from aiohttp.web_protocol import RequestHandler
-from aiohttp.web_request import BaseRequest
-from aiohttp.web_server import Server
-
 from . import engine
 from .errors import CanaryError, CanaryUsageError
+from .framing import MAX_LINE, Bad, Body, End, Event, Framer, Head
 from .recorder import Recorder
 from .records import MAX_RAW_KEPT, BodyDigest, Record, connection_record, raw_record, request_record
-from .sniff import Kind, sniff
+from .sniff import sniff
 
 MAX_BODY_READ = 1 << 30  # beyond this a body is cut short (recorded as incomplete) and answered 413
 BACKLOG = 1024
-_RECORDED = "no_docker_canary_recorded"
-
-# aiohttp logs every bad request at ERROR level; the canary's log is the record, and garbage
-# on a socket is expected input, not an error of the canary.
-_quiet = logging.getLogger("no_docker.canary.aiohttp")
-_quiet.addHandler(logging.NullHandler())
-_quiet.propagate = False
+SHUTDOWN_GRACE = 2.0  # seconds the answers already given get to reach slow readers at SIGTERM
 
 
 # --- listeners ------------------------------------------------------------------------------
@@ -197,9 +189,10 @@ class Canary:
     recorder: Recorder
     mode: str = "answer"
     idle_timeout: float = 30.0
-    connections: set[SniffingProtocol] = field(default_factory=set)
+    connections: set[EngineConnection] = field(default_factory=set)
     conn_count: int = 0
     write_failures: int = 0
+    stopping: bool = False  # SIGTERM: nothing more is answered, what was read is recorded
 
     def record(self, record: Record) -> Record | None:
         """Write ``record``; None when it could not be written (then nothing may be answered)."""
@@ -213,24 +206,76 @@ class Canary:
             return None
 
 
-class SniffingProtocol(asyncio.Protocol):
-    """Records the connection, sniffs its first bytes, then records raw or hands over to aiohttp."""
+_REASONS = {status.value: status.phrase for status in HTTPStatus}
+_NO_BODY = frozenset({101, 204, 304})
 
-    def __init__(self, canary: Canary, listener: ListenerSpec, server: Server) -> None:
+
+def render_answer(answer: engine.Answer, method: str, close: bool, date: str,
+                  version: str = "HTTP/1.1") -> bytes:
+    """The bytes of an answer in the request's HTTP version (pure). HEAD gets the length of
+    the body it does not get."""
+    lines = [f"{version} {answer.status} {_REASONS.get(answer.status, 'Unknown')}"]
+    lines += [f"{name}: {value}" for name, value in answer.headers]
+    lines.append(f"Content-Type: {answer.content_type}")
+    if answer.status not in _NO_BODY:
+        lines.append(f"Content-Length: {len(answer.body)}")
+    lines.append(f"Date: {date}")
+    if close and not answer.upgrade:
+        lines.append("Connection: close")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    if method == "HEAD" or answer.status in _NO_BODY:
+        return head
+    return head + answer.body
+
+
+_date_cache: list = [None, ""]
+
+
+def http_date(now: float) -> str:
+    whole = int(now)
+    if _date_cache[0] != whole:
+        _date_cache[:] = [whole, email.utils.formatdate(whole, usegmt=True)]
+    return _date_cache[1]
+
+
+_Answering = tuple[int, engine.Answer, str, str, bool]  # seq, answer, method, version, close
+
+
+@dataclass
+class _Request:
+    """The request whose head was read and whose body is still coming."""
+
+    head: Head
+    body: BodyDigest
+
+
+class EngineConnection(asyncio.Protocol):
+    """One client connection: frames what it sends, records each request, then answers it.
+
+    Every byte read is accounted for: ``Framer`` assigns it to a request or leaves it
+    pending; a request is recorded when it is complete (then answered), or, incomplete, when
+    the connection ends; what is pending then is a ``raw`` record. So the records of a
+    connection cover its bytes without a gap or an overlap (``offset``, ``bytes_len``).
+    """
+
+    def __init__(self, canary: Canary, listener: ListenerSpec) -> None:
         self.canary = canary
         self.listener = listener
-        self.server = server
         self.transport: asyncio.Transport | None = None
         self.conn = 0
-        self.head = bytearray()
-        self.http: HttpSide | None = None
-        self.closed = False
+        self.framer = Framer()
+        self.request: _Request | None = None
+        self.answering = True  # False once an answer ended the connection, or at shutdown
+        self.hijacked = -1  # after a 101: offset where the client's stream starts, else -1
+        self.finished = False  # everything read is recorded; nothing more is read
+        self.closing = False  # the canary closes (or aborted) the transport
+        self.write_paused = False
+        self.eof = False
         self.last_activity = 0.0
-        # Bytes received since the last request began, kept up to MAX_RAW_KEPT: what a raw
-        # "incomplete" or "bad-http" record shows when no request record covers them.
-        self.pending = bytearray()
-        self.pending_len = 0
-        self.in_flight = 0
+        self.stream = bytearray()  # after a 101: the first bytes of the client's stream
+        self.stream_len = 0
+        self.sent = 0  # answer bytes handed to the transport
+        self.unconfirmed: list[tuple[int, int]] = []  # (seq, end in sent) not yet known to be in the kernel
 
     # asyncio callbacks ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -239,250 +284,277 @@ class SniffingProtocol(asyncio.Protocol):
         self.canary.conn_count += 1
         self.conn = self.canary.conn_count
         self.last_activity = asyncio.get_running_loop().time()
-        peer = peer_of(transport.get_extra_info("socket"), self.listener.kind)
+        if self.listener.kind == "tcp" and transport.get_extra_info("peername"):
+            # The address accept(2) returned: getpeername fails on a connection already reset.
+            host, port = transport.get_extra_info("peername")[:2]
+            peer: dict[str, Any] = {"address": host, "port": port}
+        else:
+            peer = peer_of(transport.get_extra_info("socket"), self.listener.kind)
         if self.canary.record(connection_record(self.listener.address, self.conn, peer)) is None:
+            self.finished = True
             self._hang_up(abort=True)
             return
         self.canary.connections.add(self)
+        if self.canary.stopping:  # accepted just before the listeners closed: recorded, then closed
+            self.shutdown()
 
     def data_received(self, data: bytes) -> None:
-        if self.closed:
+        if self.finished:
             return
         self.last_activity = asyncio.get_running_loop().time()
-        self._remember(data)
-        if self.http is not None:
-            self.http.data_received(data)
+        if self.hijacked >= 0:
+            if len(self.stream) < MAX_RAW_KEPT:
+                self.stream += data[:MAX_RAW_KEPT - len(self.stream)]
+            self.stream_len += len(data)
             return
-        self.head += data
-        verdict = sniff(bytes(self.head))
-        if verdict.kind is Kind.NEED_MORE:
-            return
-        if verdict.kind is Kind.RAW:
-            data, self.head = bytes(self.head), bytearray()
-            self._record_raw(verdict.raw_kind, verdict.summary, data)
-            self._hang_up()
-            return
-        self._hand_over()
+        self.framer.feed(data)
+        self._confirm()
+        self._work()
 
     def eof_received(self) -> bool | None:
-        if self.closed:
+        if self.finished:
             return None
-        if self.http is None:
-            data, self.head = bytes(self.head), bytearray()
-            if data:
-                verdict = sniff(data, eof=True)
-                self._record_raw(verdict.raw_kind, verdict.summary, data)
+        self.eof = True
+        if not self.write_paused:
+            self._work()
+            self._finish("the client closed its sending side")
             self._hang_up()
-            return None
-        # A client may shut down its sending side after a request (socat, nc -N) and still
-        # wait for the answer: keep the socket open until what was asked is answered.
-        # Not aiohttp's close(): that drops pipelined requests it has parsed but not handled.
-        self._close_when_idle()
-        return None if self.closed else True
-
-    def _close_when_idle(self) -> None:
-        # aiohttp hands a parsed request to a new task, so between two of its steps it can look
-        # neither busy nor idle; poll briefly rather than hang up on a request being handled.
-        if self.closed or self.http is None:
-            return
-        if self.http.idle() and not self.in_flight:
-            self._hang_up()
-            return
-        asyncio.get_running_loop().call_later(0.02, self._close_when_idle)
+        # else: the rest is framed and answered as the client reads (resume_writing)
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.canary.connections.discard(self)
-        self.closed = True
-        if self.http is not None:
-            # Pipelined requests aiohttp parsed but will now never hand to a handler: attempts
-            # all the same, recorded as unanswered (status 0).
-            unanswered = self.http.queued_requests()
-            for message in unanswered:
-                self._record_unanswered(message)
-            if self.pending_len and not self.in_flight and not unanswered:
-                self._record_raw("incomplete", "half a request", bytes(self.pending), self.pending_len)
-            self.http.connection_lost(exc)
-        elif self.head:
-            # Not decided before the peer went away (e.g. reset mid-request-line).
-            self._record_raw("incomplete", sniff(bytes(self.head), eof=True).summary, bytes(self.head))
+        if not self.finished:
+            self._finish("the connection was reset" if exc else "the client went away")
+        if self.unconfirmed and exc is not None:
+            # A failed send: the answers not known to be in the kernel were not sent.
+            self._record_unsent([seq for seq, _ in self.unconfirmed], f"sending failed: {exc}")
+        self.unconfirmed = []
         self.transport = None
 
     def pause_writing(self) -> None:
-        if self.http is not None:
-            self.http.pause_writing()
+        # The client does not read its answers: stop reading (and answering) it, which bounds
+        # what the canary holds to one read and the transport's buffer.
+        self.write_paused = True
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self.http is not None:
-            self.http.resume_writing()
+        self.write_paused = False
+        if self.finished or self.transport is None or self.transport.is_closing():
+            return
+        self._confirm()
+        self._work()
+        if self.finished or self.write_paused:  # done, or the answers piled up again
+            return
+        if self.eof:
+            self._finish("the client closed its sending side")
+            self._hang_up()
+        else:
+            self.transport.resume_reading()
 
-    # helpers ------------------------------------------------------------------------------
-    def _remember(self, data: bytes) -> None:
-        room = MAX_RAW_KEPT - len(self.pending)
-        if room > 0:
-            self.pending += data[:room]
-        self.pending_len += len(data)
+    # framing and answering ----------------------------------------------------------------
+    def _work(self, force: bool = False) -> None:
+        """Frame what is pending; record and answer each request as it completes."""
+        while not self.finished and (force or not self.write_paused) and self.hijacked < 0:
+            event = self.framer.next_event()
+            if event is None:
+                break
+            self._on(event)
+        if not force and not self.answering and not self.finished:
+            # An answer ended the connection: what else this read held is recorded unanswered.
+            self._finish("after an answer that ends the connection")
+            self._hang_up()
 
-    def request_started(self) -> None:
-        self.in_flight += 1
-        self.pending.clear()
-        self.pending_len = 0
+    def _on(self, event: Event) -> None:
+        if isinstance(event, Head):
+            self.request = _Request(event, BodyDigest())
+        elif isinstance(event, Body):
+            assert self.request is not None
+            self.request.body.feed(event.data)
+            if self.request.body.length > MAX_BODY_READ:
+                # Enough: the rest read so far is this body too; the rest unread stays unread.
+                self.request.body.complete = False
+                self.framer.consumed += len(self.framer.pending)
+                self.framer.pending.clear()
+                self.framer.stop()
+                prepared = self._record_request(engine.error(413, "request body larger than 1 GiB"))
+                self.finished = True
+                if prepared is not None:
+                    self._deliver(*prepared)
+                self._hang_up()
+        elif isinstance(event, End):
+            prepared = self._record_request(None)
+            if prepared is not None:
+                self._deliver(*prepared)
+        elif isinstance(event, Bad):
+            answer = engine.error(event.status, f"bad HTTP/1.x request: {event.reason}")
+            summary = f"bad HTTP/1.x: {event.reason}"
+            prepared = None
+            if self.request is not None:
+                # The head was fine: the request is the attempt (status on it), the bytes from
+                # where its body went wrong on are a raw record.
+                self.request.body.complete = False
+                prepared = self._record_request(answer)
+                if self.framer.pending:
+                    self._record_pending("bad-http", summary)
+            else:
+                written = self._record_pending("bad-http", summary, answer.status if self.answering else None)
+                if written is not None and self.answering:
+                    prepared = (written["seq"], answer, "GET", "HTTP/1.1", True)
+            self.finished = True
+            if prepared is not None:
+                self._deliver(*prepared)
+            self._hang_up()
+        else:  # Raw: not HTTP/1.x at all; recorded, never answered
+            self._record_pending(event.raw_kind, event.summary)
+            self.finished = True
+            self._hang_up()
 
-    def request_done(self) -> None:
-        # The body read so far is covered by the request record just written.
-        self.in_flight -= 1
-        self.pending.clear()
-        self.pending_len = 0
+    def _record_request(self, forced: engine.Answer | None) -> _Answering | None:
+        """Record the request just completed (or cut short). Returns what to answer (seq,
+        answer, method, close), or None: not answering, or the record could not be written."""
+        assert self.request is not None
+        head, body = self.request.head, self.request.body
+        self.request = None
+        record = request_record(listener=self.listener.address, conn=self.conn, method=head.method,
+                                target=head.target, version=head.version, headers=head.headers, body=body)
+        record["offset"] = head.offset
+        record["bytes_len"] = self.framer.consumed - head.offset
+        path = record["path"]
+        path = unquote(path) if "%" in path else path
+        api = engine.split_api_path(path)
+        record["endpoint"] = api.endpoint
+        if not self.answering:
+            record["status"] = 0
+            record["unanswered"] = True
+            self.canary.record(record)
+            return None
+        params: dict[str, str] = {}
+        for name, value in record["params"]:
+            params.setdefault(name, value)
+        upgrade = next((value.decode("latin-1") for name, value in head.headers
+                        if name.lower() == b"upgrade"), "")
+        asked = engine.Request(head.method, path, params, {"upgrade": upgrade},
+                               nonce=f"{self.conn}-{self.canary.recorder.seq}")
+        answer = forced or engine.answer(asked, self.canary.mode, api)
+        # Filled in before the record is written: the log says what the client is told.
+        record["status"] = answer.status
+        written = self.canary.record(record)
+        if written is None:
+            self.finished = True
+            self._hang_up(abort=True)
+            return None
+        close = forced is not None or not head.keep_alive
+        if close:
+            self.answering = False  # requests already sent after this one: recorded unanswered
+        return written["seq"], answer, head.method, head.version, close
 
-    def take_pending(self) -> tuple[bytes, int]:
-        data, length = bytes(self.pending), self.pending_len
-        self.pending.clear()
-        self.pending_len = 0
-        return data, length
+    def _deliver(self, seq: int, answer: engine.Answer, method: str, version: str, close: bool) -> None:
+        """Send an answer whose record is written."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            self._record_unsent([seq], "the connection was already closed")
+            return
+        data = render_answer(answer, method, close, http_date(time.time()), version)
+        transport.write(data)
+        self.sent += len(data)
+        if transport.is_closing() and not self.closing:
+            self._record_unsent([seq], "sending failed")  # the client reset the connection
+            return
+        self.unconfirmed.append((seq, self.sent))
+        self._confirm()
+        if answer.upgrade and not close:
+            # After a 101 the stream is the container's: the canary says no more (it shuts its
+            # sending side, which the client reads as the end of the output) and records what
+            # the client sends into the stream (attach stdin) as one raw record at the end.
+            self.hijacked = self.framer.consumed
+            self.stream += self.framer.pending[:MAX_RAW_KEPT]
+            self.stream_len = len(self.framer.pending)
+            self.framer.pending.clear()
+            if transport.can_write_eof():
+                transport.write_eof()
 
-    def _record_raw(self, raw_kind: str, summary: str, data: bytes, length: int | None = None) -> bool:
-        record = raw_record(self.listener.address, self.conn, raw_kind, summary, data)
-        if length is not None:
-            record["bytes_len"] = length
-            record["bytes_truncated"] = length > len(data[:MAX_RAW_KEPT])
-        self.pending.clear()
-        self.pending_len = 0
-        return self.canary.record(record) is not None
+    def _confirm(self) -> None:
+        """Drop answers the transport has handed to the kernel in full."""
+        transport = self.transport
+        if self.unconfirmed and transport is not None and (self.closing or not transport.is_closing()):
+            in_kernel = self.sent - transport.get_write_buffer_size()
+            self.unconfirmed = [(seq, end) for seq, end in self.unconfirmed if end > in_kernel]
 
-    def _record_unanswered(self, message: RawRequestMessage) -> None:
-        body = BodyDigest()
-        content_length = message.headers.get("Content-Length", "0")
-        body.complete = not message.chunked and content_length.strip() in ("", "0")
-        record = request_record(
-            listener=self.listener.address, conn=self.conn, method=message.method, target=message.path,
-            version=f"HTTP/{message.version.major}.{message.version.minor}", headers=message.raw_headers,
-            body=body, endpoint=engine.split_api_path(message.path.partition("?")[0]).endpoint, status=0)
-        record["unanswered"] = True
-        self.canary.record(record)
+    # the end of a connection --------------------------------------------------------------
+    def _finish(self, why: str) -> None:
+        """Record everything read and not yet recorded; read nothing more. Idempotent."""
+        if self.finished:
+            return
+        self.answering = False
+        if self.hijacked >= 0:
+            self.finished = True
+            if self.stream_len:
+                record = raw_record(self.listener.address, self.conn, "stream",
+                                    f"the client's stream after the 101 ({why})", bytes(self.stream))
+                record.update(offset=self.hijacked, bytes_len=self.stream_len,
+                              bytes_truncated=self.stream_len > len(self.stream))
+                self.canary.record(record)
+            return
+        # Frame the rest without answering: complete requests are recorded unanswered.
+        self._work(force=True)
+        if self.finished:
+            return
+        self.finished = True
+        if self.request is not None:
+            self.request.body.complete = False
+            self.framer.consumed += len(self.framer.pending)  # a part of the body (or chunk framing)
+            self.framer.pending.clear()
+            self._record_request(None)
+        elif self.framer.pending:
+            data = bytes(self.framer.pending[:MAX_LINE + 1]).lstrip(b"\r\n")
+            summary = "half a request" if b"\n" in data or not data else sniff(data, eof=True).summary
+            self._record_pending("incomplete", f"{summary} ({why})")
 
-    def _hand_over(self) -> None:
-        assert self.transport is not None
-        data = bytes(self.head)
-        self.head = bytearray()
-        self.http = HttpSide(self.server, self, loop=asyncio.get_running_loop(), logger=_quiet,
-                             access_log=None, keepalive_timeout=self.canary.idle_timeout,
-                             tcp_keepalive=self.listener.kind == "tcp", auto_decompress=False,
-                             lingering_time=2.0)
-        self.http.connection_made(self.transport)
-        self.http.data_received(data)
+    def _record_pending(self, raw_kind: str, summary: str, status: int | None = None) -> Record | None:
+        """One raw record for everything pending, then nothing is pending."""
+        data = bytes(self.framer.pending)
+        record = raw_record(self.listener.address, self.conn, raw_kind, summary.replace("\n", " "), data)
+        record["offset"] = self.framer.consumed
+        if status is not None:
+            record["status"] = status
+        self.framer.consumed += len(data)
+        self.framer.pending.clear()
+        return self.canary.record(record)
+
+    def _record_unsent(self, seqs: list[int], why: str) -> None:
+        if seqs:
+            self.canary.record({"kind": "unsent", "listener": self.listener.address, "conn": self.conn,
+                                "seqs": seqs, "reason": why})
 
     def _hang_up(self, abort: bool = False) -> None:
-        self.closed = True
-        if self.transport is not None:
-            if abort:
-                self.transport.abort()
-            else:
-                self.transport.close()
+        """Close (what was answered is still sent), or abort (it is not: recorded unsent)."""
+        transport = self.transport
+        if transport is None:
+            return
+        if abort and not transport.is_closing():
+            self._confirm()
+            if self.unconfirmed:
+                self._record_unsent([seq for seq, _ in self.unconfirmed], "the canary aborted the connection")
+            self.unconfirmed = []
+        self.closing = True
+        if abort:
+            transport.abort()
+        elif not transport.is_closing():
+            transport.close()
+
+    def shutdown(self) -> None:
+        """SIGTERM: record what was read, answer nothing more, close (answers given still go out)."""
+        self._finish("the canary stopped")
+        self._hang_up()
 
     def reap_if_idle(self, now: float) -> None:
         """Abort a connection idle too long; abort, not close: a client that never reads would
         otherwise keep the unsent answer (and the socket) forever."""
-        if now - self.last_activity > self.canary.idle_timeout and not self.in_flight:
+        if now - self.last_activity > self.canary.idle_timeout:
+            self._finish(f"idle for {self.canary.idle_timeout:g} s")
             self._hang_up(abort=True)
-
-
-class HttpSide(RequestHandler):
-    """aiohttp's HTTP/1.x protocol, whose own error answers are recorded before they go out."""
-
-    def __init__(self, manager: Server, front: SniffingProtocol, **kwargs: Any) -> None:
-        super().__init__(manager, **kwargs)
-        self.front = front
-
-    def queued_requests(self) -> list[RawRequestMessage]:
-        """Requests parsed and queued but not yet handed to the handler (aiohttp's own queue)."""
-        return [message for message, _ in self._messages if isinstance(message, RawRequestMessage)]
-
-    def idle(self) -> bool:
-        """Waiting for the next request, with none queued or being handled. aiohttp has no
-        public test for this; these are the fields its own keep-alive timer looks at."""
-        waiter = self._waiter
-        return (waiter is not None and not waiter.done() and not self._messages
-                and not self._request_in_progress)
-
-    def handle_error(self, request: BaseRequest, status: int = 500, exc: BaseException | None = None,
-                     message: str | None = None) -> web.StreamResponse:
-        if not request.get(_RECORDED):
-            detail = message or (str(exc) if exc else "") or f"status {status}"
-            data, length = self.front.take_pending()
-            record = raw_record(self.front.listener.address, self.front.conn, "bad-http",
-                                f"bad HTTP/1.x: {detail}"[:200], data)
-            record["bytes_len"] = length
-            record["bytes_truncated"] = length > len(data)
-            record["status"] = status
-            if self.front.canary.record(record) is None:
-                self.force_close()
-            else:
-                request[_RECORDED] = True
-        return super().handle_error(request, status, exc, message)
-
-
-def _headers_of(answer: engine.Answer) -> list[tuple[str, str]]:
-    return [*answer.headers, ("Content-Type", answer.content_type)]
-
-
-async def _read_body(request: BaseRequest, body: BodyDigest, idle_timeout: float) -> None:
-    """Hash the whole body, keep its first MiB; a stalled or cut body is marked incomplete."""
-    content = request.content
-    try:
-        while body.length < MAX_BODY_READ:
-            chunk = await asyncio.wait_for(content.readany(), idle_timeout)
-            if not chunk:
-                return
-            body.feed(chunk)
-        body.complete = False
-    except Exception:  # a timeout, a reset, aiohttp's payload errors: still a request to record
-        body.complete = False
-
-
-def make_handler(canary: Canary):  # noqa: ANN201 - an aiohttp handler
-    async def handle(request: BaseRequest) -> web.StreamResponse:
-        front: SniffingProtocol = request.protocol.front  # type: ignore[attr-defined]
-        front.request_started()
-        try:
-            body = BodyDigest()
-            if request.body_exists:
-                await _read_body(request, body, canary.idle_timeout)
-            record = request_record(
-                listener=front.listener.address, conn=front.conn, method=request.method,
-                target=request.raw_path, version=f"HTTP/{request.version.major}.{request.version.minor}",
-                headers=request.raw_headers, body=body)
-            path = record["path"]
-            params: dict[str, str] = {}
-            for name, value in record["params"]:
-                params.setdefault(name, value)
-            asked = engine.Request(request.method, unquote(path) if "%" in path else path, params,
-                                   {"upgrade": request.headers.get("Upgrade", "")},
-                                   nonce=f"{front.conn}-{canary.recorder.seq}")
-            api = engine.split_api_path(asked.path)
-            answer = engine.answer(asked, canary.mode, api)
-            if not body.complete:
-                answer = engine.error(413 if body.length >= MAX_BODY_READ else 400,
-                                      "request body incomplete")
-            # Filled in before the record is written: the log says what the client was told.
-            record["endpoint"] = api.endpoint
-            record["status"] = answer.status
-            if canary.record(record) is None:
-                front._hang_up(abort=True)
-                raise ConnectionResetError("the canary could not record this request")
-            request[_RECORDED] = True
-        finally:
-            front.request_done()
-        if answer.upgrade:
-            response = web.StreamResponse(status=101, headers=_headers_of(answer))
-            # After a 101 the stream is the container's; the canary has nothing to say and
-            # hangs up, which a client reads as the end of the container's output.
-            response.force_close()
-            return response
-        response = web.Response(status=answer.status, body=answer.body or None, headers=_headers_of(answer))
-        if not body.complete:
-            response.force_close()
-        return response
-
-    return handle
 
 
 # --- serving --------------------------------------------------------------------------------
@@ -500,10 +572,10 @@ async def serve(specs: list[ListenerSpec], log: Path, *, mode: str = "answer", r
     _raise_fd_limit()
     recorder = Recorder(log)
     canary = Canary(recorder, mode, idle_timeout)
-    server = Server(make_handler(canary), loop=loop)
     servers: list[asyncio.AbstractServer] = []
     created: list[tuple[str, int]] = []  # socket files we made: (path, inode), removed at exit
     stop = asyncio.Event()
+    reaper: asyncio.Task[None] | None = None
     try:
         entries = []
         for spec in specs:
@@ -512,8 +584,8 @@ async def serve(specs: list[ListenerSpec], log: Path, *, mode: str = "answer", r
                 assert spec.path is not None
                 created.append((spec.path, os.stat(spec.path).st_ino))
 
-            def factory(spec: ListenerSpec = spec) -> SniffingProtocol:
-                return SniffingProtocol(canary, spec, server)
+            def factory(spec: ListenerSpec = spec) -> EngineConnection:
+                return EngineConnection(canary, spec)
 
             if spec.kind == "tcp":
                 servers.append(await loop.create_server(factory, sock=sock, backlog=BACKLOG))
@@ -529,21 +601,38 @@ async def serve(specs: list[ListenerSpec], log: Path, *, mode: str = "answer", r
                 raise CanaryError(f"--ready {ready}: cannot write: {err.strerror}") from None
         reaper = asyncio.create_task(_reap_idle(canary))
         await stop.wait()
-        reaper.cancel()
         return 0
     finally:
-        for listening in servers:
-            listening.close()
-        for conn in list(canary.connections):
-            conn._hang_up(abort=True)
-        # Let handlers that were reading a body record it (as incomplete) before the log closes.
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await _stop(canary, servers, reaper)
         recorder.close()
         for path, inode in created:
             with contextlib.suppress(OSError):
                 if os.stat(path).st_ino == inode:
                     os.unlink(path)
+
+
+async def _stop(canary: Canary, servers: list[asyncio.AbstractServer],
+                reaper: asyncio.Task[None] | None) -> None:
+    """Stop accepting; record what every connection has read (once); let the answers already
+    given go out for SHUTDOWN_GRACE seconds; abort the rest (their answers recorded unsent)."""
+    canary.stopping = True
+    if reaper is not None:
+        reaper.cancel()
+    for listening in servers:
+        listening.close()
+    # Connections accepted but not yet announced to their protocol get it now: recorded too.
+    for _ in range(3):
+        await asyncio.sleep(0)
+    for conn in list(canary.connections):
+        conn.shutdown()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SHUTDOWN_GRACE
+    while canary.connections and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    for conn in list(canary.connections):
+        conn._hang_up(abort=True)
+    for _ in range(3):  # connection_lost of the aborted ones: nothing left to record, but run it
+        await asyncio.sleep(0)
 
 
 def _raise_fd_limit() -> None:

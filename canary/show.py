@@ -34,6 +34,7 @@ class Summary:
     per_listener: dict[str, Counter[str]] = field(default_factory=dict)
     per_route: Counter[str] = field(default_factory=Counter)
     bad_lines: list[str] = field(default_factory=list)
+    seq_problems: list[str] = field(default_factory=list)  # a seq not above the one before: duplicates
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -41,28 +42,44 @@ class Summary:
             "per_listener": {name: dict(counts) for name, counts in sorted(self.per_listener.items())},
             "per_route": dict(sorted(self.per_route.items())),
             "totals": {kind: sum(counts[kind] for counts in self.per_listener.values())
-                       for kind in ("connection", "request", "raw")},
+                       for kind in ("connection", "request", "raw", "unsent")
+                       if kind != "unsent" or any(c["unsent"] for c in self.per_listener.values())},
             "bad_lines": self.bad_lines,
+            "seq_problems": self.seq_problems,
         }
+
+
+def printable(text: str) -> str:
+    """``text`` on one line: control characters (a newline, an escape sequence) as escapes."""
+    return text if text.isprintable() else "".join(
+        char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def _what(record: Record) -> str:
     if record.get("kind") == "raw":
-        return f"raw: {record.get('summary') or record.get('raw_kind') or '?'}"
+        return printable(f"raw: {record.get('summary') or record.get('raw_kind') or '?'}")
+    if record.get("kind") == "unsent":
+        return printable(f"unsent: the answers to seq {record.get('seqs')} ({record.get('reason')})")
     query = record.get("query")
     target = f"{record.get('path', '?')}" + (f"?{query}" if query else "")
-    return f"{record.get('method', '?')} {target}"
+    return printable(f"{record.get('method', '?')} {target}")
 
 
 def summarize(lines: Iterable[LogLine]) -> Summary:
     """Rows for request and raw records (peer pid joined from the connection record)."""
     summary = Summary()
     pids: dict[tuple[str, Any], Any] = {}
+    last_seq: int | None = None
     for line in lines:
         record = line.record
         if record is None:
             summary.bad_lines.append(f"line {line.number}: {line.error}")
             continue
+        seq = record.get("seq")
+        if isinstance(seq, int):
+            if last_seq is not None and seq <= last_seq:
+                summary.seq_problems.append(f"line {line.number}: seq {seq} after seq {last_seq}")
+            last_seq = seq
         kind = str(record.get("kind"))
         listener = str(record.get("listener", "?"))
         summary.per_listener.setdefault(listener, Counter())[kind] += 1
@@ -90,7 +107,8 @@ def render(summary: Summary, clip: int = 40) -> str:
     characters; the request (method, path, query) is never clipped."""
     out = []
     header = ("SEQ", "TIME", "LISTENER", "PID", "STATUS", "ROUTE", "REQUEST")
-    cells = [(str(row.seq if row.seq is not None else "?"), row.time[11:23] or row.time, row.listener,
+    cells = [(str(row.seq if row.seq is not None else "?"), printable(row.time[11:23] or row.time),
+              printable(row.listener),
               "" if row.pid is None else str(row.pid), "" if row.status is None else str(row.status),
               row.route or "", row.what) for row in summary.rows]
     fixed = [max([len(header[i])] + [len(_clip(c[i], clip)) for c in cells]) for i in range(6)]
@@ -100,11 +118,14 @@ def render(summary: Summary, clip: int = 40) -> str:
     out.append("")
     out.append("per listener:")
     for name, counts in sorted(summary.per_listener.items()):
-        out.append(f"  {name}: {counts['connection']} connections, {counts['request']} requests, "
-                   f"{counts['raw']} raw")
+        unsent = f", {counts['unsent']} unsent" if counts["unsent"] else ""
+        out.append(printable(f"  {name}: {counts['connection']} connections, {counts['request']} requests, "
+                             f"{counts['raw']} raw{unsent}"))
     out.append("per route:" if summary.per_route else "per route: (no request carried a route id)")
     for route, count in sorted(summary.per_route.items()):
         out.append(f"  {route}: {count}")
     for bad in summary.bad_lines:
         out.append(f"unreadable: {bad}")
+    for problem in summary.seq_problems:
+        out.append(f"seq out of order (a duplicate, or two writers): {problem}")
     return "\n".join(out) + "\n"

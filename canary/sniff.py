@@ -1,9 +1,9 @@
-"""What the first bytes of a connection are: HTTP/1.x, or something the canary records raw.
+"""What the bytes at a request boundary are: HTTP/1.x, or something the canary records raw.
 
-aiohttp answers an HTTP/2 preface with ``400 Bad Request`` before any handler runs, and a
-TLS ClientHello or random bytes never reach a handler at all; so the canary looks at the
-first bytes itself and hands the connection to aiohttp only when they start an HTTP/1.x
-request line. Everything here is a pure function over bytes.
+An HTTP/2 preface (every gRPC client), a TLS ClientHello or random bytes are no request:
+the framer (``framing``) asks ``sniff`` at the start of every request, the first of a
+connection and each one after, and records them raw as soon as the verdict is in.
+Everything here is a pure function over bytes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from enum import Enum
 # gRPC client (containerd, CRI-O, BuildKit) sends first.
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-# aiohttp's own limit for the request line (max_line_size); a longer first line is not
+# the limit for the request line (aiohttp's and llhttp's too); a longer first line is not
 # something a real client sends, so it is recorded raw rather than buffered further.
 MAX_REQUEST_LINE = 8190
 

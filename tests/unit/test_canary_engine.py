@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from no_docker.canary.engine import Request, answer, split_api_path
+from no_docker.canary.engine import Answer, Request, answer, split_api_path
+from no_docker.canary.server import render_answer
 
 
 @pytest.mark.parametrize(("path", "base", "version", "libpod", "endpoint"), [
@@ -96,3 +97,18 @@ def test_refuse_mode_is_an_error_for_everything_even_a_ping():
         found = answer(Request(method, path), mode="refuse")
         assert found.status == 403
         assert json.loads(found.body)["message"].startswith("refused by the no-docker canary")
+
+
+def test_render_answer_head_gets_the_length_but_no_body_and_101_204_get_neither():
+    ping = Answer(200, b"OK", "text/plain", (("Api-Version", "1.50"),))
+    got = render_answer(ping, "GET", False, "D", "HTTP/1.1")
+    assert got == (b"HTTP/1.1 200 OK\r\nApi-Version: 1.50\r\nContent-Type: text/plain\r\n"
+                   b"Content-Length: 2\r\nDate: D\r\n\r\nOK")
+    head = render_answer(ping, "HEAD", True, "D", "HTTP/1.0")
+    assert head.startswith(b"HTTP/1.0 200 OK\r\n") and head.endswith(b"Content-Length: 2\r\nDate: D\r\n"
+                                                                    b"Connection: close\r\n\r\n")
+    upgraded = render_answer(Answer(101, b"", "application/vnd.docker.raw-stream",
+                                           (("Upgrade", "tcp"),), upgrade="tcp"), "POST", True, "D")
+    assert upgraded.startswith(b"HTTP/1.1 101 Switching Protocols\r\n") and b"Content-Length" not in upgraded
+    assert b"Connection: close" not in upgraded and upgraded.endswith(b"\r\n\r\n")
+    assert b"Content-Length" not in render_answer(Answer(204), "DELETE", False, "D")

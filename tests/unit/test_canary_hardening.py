@@ -171,7 +171,7 @@ def test_500_connections_opened_and_dropped_are_each_recorded(canary):
 
 def test_a_client_that_half_closes_after_its_request_still_gets_every_answer(canary):
     # shutdown(SHUT_WR) right after the request, as socat and nc -N do: the EOF may arrive
-    # while aiohttp is between parsing the request and handling it (regression: hung up then).
+    # while a request is between being parsed and being answered (regression: hung up then).
     two = PING + b"GET /v1.50/containers/json HTTP/1.1\r\nHost: x\r\n\r\n"
     for round_ in range(80):
         with connect(canary) as sock:

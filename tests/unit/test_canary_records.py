@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 
 import pytest
-from no_docker.canary.recorder import Recorder, last_seq, utc_timestamp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from no_docker.canary.recorder import Recorder, last_seq, resume_seq, utc_timestamp
 from no_docker.canary.records import (
     MAX_BODY_KEPT,
     BodyDigest,
@@ -117,3 +120,18 @@ def test_last_seq_skips_torn_and_foreign_lines():
 
 def test_utc_timestamp():
     assert utc_timestamp(0.5) == "1970-01-01T00:00:00.500000Z"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 3000), min_size=1, max_size=8), st.integers(1, 64),
+       st.sampled_from([b"", b'{"kind":"req', b"garbage\n", b"\n"]))
+def test_resume_seq_finds_the_last_complete_record_whatever_its_length(lengths, block, end):
+    lines = [json.dumps({"kind": "request", "seq": n + 1, "body": "x" * size}).encode() + b"\n"
+             for n, size in enumerate(lengths)]
+    data = b"".join(lines) + end
+    assert resume_seq(io.BytesIO(data), len(data), block) == len(lengths)
+
+
+def test_resume_seq_of_a_log_without_a_record_is_0():
+    for data in (b"", b"garbage\n", b'{"kind":"req', b"\n\n"):
+        assert resume_seq(io.BytesIO(data), len(data), 4) == 0

@@ -1,4 +1,4 @@
-"""The first-bytes classifier: HTTP/1.x goes to aiohttp, everything else is recorded raw."""
+"""The request-boundary classifier: HTTP/1.x is framed as requests, everything else is recorded raw."""
 
 from __future__ import annotations
 
