@@ -289,22 +289,77 @@ def _proc_tcp_ports(proc: str) -> list[int]:
     return sorted(set(ports + parse_proc_net_tcp(data6, source=f"{proc}/self/net/tcp6")))
 
 
+def entries_from_diag(sockets: list) -> list[UnixEntry]:
+    """UnixEntry of every bound socket of a sock_diag dump (pure). The kernel hands each name
+    over whole (a length-prefixed attribute): a newline, invalid UTF-8 or all 108 bytes of
+    ``sun_path`` come out exactly, and an abstract name is told apart by its leading NUL, not
+    by the '@' /proc/net/unix prints (a relative path may start with '@' too)."""
+    out = []
+    for sock in sockets:
+        name = sock.name
+        if not name:
+            continue  # unbound: nothing to find by name
+        if name[:1] == b"\0":
+            text = "@" + os.fsdecode(name[1:])
+        else:
+            text = os.fsdecode(name)
+            if text.startswith("@"):
+                text = "./" + text  # relative, and must not pass for an abstract name
+        out.append(UnixEntry(name=text, listening=sock.state == _TCP_LISTEN_STATE, sock_type=sock.sock_type))
+    return out
+
+
+def _diag_entries(netns_fd: int | None) -> list[UnixEntry]:
+    from .sockdiag import UDIAG_SHOW_NAME, open_diag
+
+    with open_diag(netns_fd) as diag:
+        return entries_from_diag(diag.unix_sockets(show=UDIAG_SHOW_NAME))
+
+
 def collect(proc: str = "/proc") -> Listing:
-    """Read the listing of this machine as the caller can see it; ListingError if unreadable."""
+    """Read the listing of this machine as the caller can see it; ListingError if unreadable.
+
+    Unix sockets come from sock_diag, in our network namespace and in every other one we may
+    enter (root): exact names, which no local user can make ambiguous (DESIGN §4 "The outside
+    listing"). A namespace we may not enter (not root: setns needs CAP_SYS_ADMIN) is read from
+    ``/proc/PID/net/unix`` as before, where an unparsable line still refuses the run."""
+    from .sockdiag import SockDiagError
+
     try:
         own_netns = os.readlink(f"{proc}/self/ns/net")
-        entries = parse_proc_net_unix(_read(f"{proc}/self/net/unix"), source=f"{proc}/self/net/unix")
         ports = listening_tcp_ports(proc) if proc == "/proc" else _proc_tcp_ports(proc)
         others, unreadable = other_netns_pids(proc, own_netns)
     except OSError as err:
         raise ListingError(f"cannot read the socket listing: {err}") from err
+    try:
+        entries = _diag_entries(None) if proc == "/proc" else parse_proc_net_unix(
+            _read(f"{proc}/self/net/unix"), source=f"{proc}/self/net/unix")
+    except (SockDiagError, OSError) as err:
+        raise ListingError(f"cannot list the unix sockets: {err}") from err
     read = 1
+    may_enter = proc == "/proc" and os.geteuid() == 0
     for pid in others.values():
+        if may_enter:
+            try:
+                fd = os.open(f"{proc}/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # the process (and maybe its namespace) went away meanwhile
+            except OSError:
+                unreadable += 1
+                continue
+            try:
+                entries += _diag_entries(fd)
+                read += 1
+                continue
+            except SockDiagError:
+                pass  # e.g. a namespace whose owner we have no capability in: /proc below
+            finally:
+                os.close(fd)
         source = f"{proc}/{pid}/net/unix"
         try:
             data = _read(source)
         except (FileNotFoundError, ProcessLookupError):
-            continue  # the process (and maybe its namespace) went away meanwhile
+            continue
         except OSError:
             unreadable += 1
             continue

@@ -283,8 +283,18 @@ def expand(path: str, home: str, xdg: str) -> str | None:
     return path
 
 
+SUN_PATH = 108  # sizeof(sockaddr_un.sun_path)
+
+
 def try_connect(family: int, address: object, timeout: float = 1.0) -> int | None:
-    """connect() and close at once, sending nothing. None when it connected, else the errno."""
+    """connect() and close at once, sending nothing. None when it connected, else the errno.
+
+    A pathname that fills all of ``sun_path`` (the kernel takes 108 bytes without a NUL;
+    Python wants room for one) is tried relative to its directory, from inside it."""
+    if family == _socket.AF_UNIX and isinstance(address, str) and address.startswith("/"):
+        raw = os.fsencode(address)
+        if len(raw) >= SUN_PATH - 1:
+            return _try_connect_in_dir(raw, timeout)
     sock = _socket.socket(family, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
@@ -294,6 +304,23 @@ def try_connect(family: int, address: object, timeout: float = 1.0) -> int | Non
     finally:
         sock.close()
     return None
+
+
+def _try_connect_in_dir(path: bytes, timeout: float) -> int | None:
+    parent, _, name = path.rpartition(b"/")
+    try:
+        here = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        return err.errno
+    try:
+        try:
+            os.chdir(parent or b"/")
+        except OSError as err:
+            return err.errno
+        return try_connect(_socket.AF_UNIX, name, timeout) if len(name) < SUN_PATH - 1 else errno.ENAMETOOLONG
+    finally:
+        os.fchdir(here)  # the command must start where bwrap put it
+        os.close(here)
 
 
 def try_dgram_route(family: int, address: object) -> int | None:

@@ -69,3 +69,24 @@ def test_tcp_listening_ports(rows):
         lines.append(f"{i:4d}: {host}:{port:04X} {host}:0000 {state:02X} 00000000:00000000 0 0".encode())
     ports = parse_proc_net_tcp(b"\n".join(lines) + b"\n")
     assert ports == sorted({port for port, state, _ in rows if state == 0x0A})
+
+
+@given(names=st.lists(st.one_of(st.none(), st.binary(min_size=1, max_size=108)), max_size=20),
+       states=st.integers(0, 12))
+@settings(max_examples=300, deadline=None)
+def test_diag_names_come_out_exactly(names, states):
+    # sock_diag hands each name over whole: every byte survives into the listing (a newline,
+    # invalid UTF-8, 108 bytes), abstract names are told apart by their NUL, never by '@'.
+    import os
+
+    from no_docker.supervisor.isolation.listing import entries_from_diag, summarize
+    from no_docker.supervisor.isolation.sockdiag import UnixSocket
+
+    sockets = [UnixSocket(inode=i, sock_type=1, state=states, name=n) for i, n in enumerate(names)]
+    listing = summarize(entries_from_diag(sockets), [])
+    bound = [n for n in names if n]
+    assert {os.fsencode(p) for p in listing.unix_paths} == {n for n in bound if n[:1] == b"/"}
+    assert {os.fsencode(a) for a in listing.abstract_names} == {n[1:] for n in bound if n[:1] == b"\0"}
+    relative = {n for n in bound if n[:1] not in (b"/", b"\0")}
+    assert {os.fsencode(r).removeprefix(b"./") if os.fsencode(r).startswith(b"./@") else os.fsencode(r)
+            for r in listing.relative_paths} == relative

@@ -69,6 +69,6 @@ def test_every_design_case_has_a_test_file():
     present = {n for p in HERE.glob("test_t[0-9][0-9]_*.py") for n in wh.case_numbers(p.name)}
     assert wh.case_numbers("test_t14_t23_pins_before_use.py") == ["14", "23"]
     missing = [f"T-{n}" for n in wh.DESIGN_CASES if n not in present]
-    invented = sorted(f"T-{n}" for n in present - set(wh.DESIGN_CASES))
+    invented = sorted(f"T-{n}" for n in present - set(wh.DESIGN_CASES) if int(n) < wh.FIRST_ISSUE_CASE)
     assert not invented, f"T-cases that DESIGN §8 does not list: {invented}"
     assert not missing, f"T-cases of DESIGN §8 without a test file yet: {missing}"

@@ -34,7 +34,7 @@ def bwrap_works() -> str | None:
 # Probe weakenings: (property check to disable) -> the method whose body becomes `return`.
 PROBE_CHECKS = {"P1": "p1", "P2": "p2", "P3": "p3", "P4w": "p4_writes", "P4m": "p4_mounts",
                 "P5": "p5", "P5f": "p5_filter", "P6": "p6", "P7": "p7", "P8": "p8",
-                "P9": "p9", "P10": "p10", "P11": "p11"}
+                "P9": "p9", "P10": "p10", "P11": "p11", "P13": "p13"}
 
 
 def weakened_probe(tmp: Path, disable: tuple[str, ...]) -> Path:

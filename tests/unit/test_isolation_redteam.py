@@ -43,7 +43,7 @@ def test_no_setuid_program_is_left_behind(tmp_path, build):
     # --seccomp) refuses setuid/setgid modes; the probe tries it before CMD runs.
     extra = {"real": {}, "filter-not-given-to-bwrap": {"weaken": ("no-seccomp",)},
              "filter-and-its-check-off": {"weaken": ("no-seccomp",),
-                                          "probe": weakened_probe(tmp_path, ("P5f",))}}[build]
+                                          "probe": weakened_probe(tmp_path, ("P5f", "P13"))}}[build]
     work = tmp_path / "work"
     work.mkdir()
     result = run_no_docker(["--", sys.executable, "-I", "-S", "-c", SETUID, "/usr/bin/true"], cwd=work,
@@ -138,7 +138,7 @@ def test_the_sandbox_init_and_cmd_carry_the_filter(tmp_path, build):
     import subprocess
 
     extra = {"real": {}, "filter-not-given-to-bwrap-and-unchecked": {
-        "weaken": ("no-seccomp",), "probe": weakened_probe(tmp_path, ("P5f",))}}[build]
+        "weaken": ("no-seccomp",), "probe": weakened_probe(tmp_path, ("P5f", "P13"))}}[build]
     argv = no_docker_argv(["--quiet", "--", sys.executable, "-I", "-S", "-c", INIT_AND_CMD], **extra)
     proc = subprocess.Popen(argv, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
