@@ -41,13 +41,14 @@ from .isolation.plan import (
     namespace_ids,
     probe_source_path,
 )
-from .isolation.policy import DOCKER_CONFIG_DIR, Policy, bwrap_argv
+from .isolation.policy import DOCKER_CONFIG_DIR, SENTINEL_PATH, Policy, bwrap_argv
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
     from collections.abc import Callable
 
     from .ending.algorithm import EndReport
+    from .isolation.mediation import Mediator
 
 USAGE = ("usage: no-docker run [--work DIR] [--ro PATH]... [--rw PATH]... [--keep-env NAME]... "
          "[--report FILE] [--max-pids N] [--end-timeout SECONDS] [--quiet] -- CMD [ARG...]")
@@ -189,6 +190,7 @@ def plan_items(policy: Policy, request: Request, listing_json: dict, started: fl
     items += [("unix", p) for p in listing_json["unix_paths"]]
     items += [("abstract", n) for n in listing_json["abstract_names"]]
     items += [("tcp", str(p)) for p in listing_json["tcp_ports"]]
+    items.append(("sentinel", SENTINEL_PATH))
     return items
 
 
@@ -215,6 +217,10 @@ class Run:
         self.fds: list[int] = []
         self.report_r = self.status_r = -1
         self._status_buf = self._report_buf = b""
+        self.release_w = -1  # the probe waits on its other end once it has reported
+        self.mediator: Mediator | None = None  # P12: answers every connect() of the run
+        self.sentinel: Sentinel | None = None
+        self.mediation_failure: str | None = None
 
     # -- start ---------------------------------------------------------------------------
     def start(self, plan: bytes) -> None:
@@ -228,25 +234,41 @@ class Run:
         except KeyError:
             raise NotProven("P5", f"no syscall filter for {arch} (only {', '.join(seccomp.AUDIT_ARCH)})",
                             "the run would leave setuid files and io_uring open") from None
+        from .isolation import mediation
+
+        self.sentinel = Sentinel(self.life.directory)
         data_fd = _memfd("no-docker-plan", plan)  # bwrap copies it to PLAN_PATH (for `check`)
         plan_fd = os.dup(data_fd)  # the probe preads its own copy; bwrap closes data_fd
         seccomp_fd = _memfd("no-docker-seccomp", program)  # bwrap closes it before the fork
         report_r, report_w = os.pipe()
         status_r, status_w = os.pipe()
-        self.fds = [data_fd, plan_fd, seccomp_fd, report_r, report_w, status_r, status_w]
+        release_r, self.release_w = os.pipe()
+        self.fds = [data_fd, plan_fd, seccomp_fd, report_r, report_w, status_r, status_w, release_r]
         os.set_blocking(report_r, False)
         os.set_blocking(status_r, False)
         argv = self.argv_for(data_fd=data_fd, plan_fd=plan_fd, report_fd=report_w, status_fd=status_w,
-                             seccomp_fd=seccomp_fd)
+                             seccomp_fd=seccomp_fd, sentinel=self.sentinel.path, release_fd=release_r)
         self.report_r, self.status_r = report_r, status_r
+        if not os.access(argv[0], os.X_OK):
+            raise NotProven("isolation", f"cannot start {argv[0]}: not an executable file",
+                            "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP")
         try:
             with self.life.cgroup_entered():  # bwrap, and all it forks, is born in the run's cgroup
-                self.pid = spawn(argv, pass_fds=(data_fd, plan_fd, seccomp_fd, report_w, status_w))
+                # P12: bwrap and everything it starts carry the connect filter, whose listener
+                # only this process holds (mediation.spawn_filtered).
+                self.pid, listener = mediation.spawn_filtered(
+                    argv, dict(os.environ),
+                    pass_fds=(data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r))
         except OSError as err:
             raise NotProven("isolation", f"cannot start {argv[0]}: {err.strerror}",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP") from err
+        except mediation.MediationError as err:
+            raise NotProven("P12", f"cannot set up the connect mediation: {err}",
+                            "a Linux kernel with seccomp user notification (5.9+) is needed") from err
+        self.mediator = mediation.Mediator(listener)
+        self.mediator.start()
         self.life.launched(self.pid)
-        for fd in (data_fd, plan_fd, seccomp_fd, report_w, status_w):
+        for fd in (data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r):
             os.close(fd)
             self.fds.remove(fd)
         self.bwrap_pidfd = os.pidfd_open(self.pid)
@@ -278,6 +300,16 @@ class Run:
         except ProcfsError:
             return
         self.init_pid, self.init_pidfd = pid, self.life.init_pidfd
+        if self.mediator is not None:
+            # The init was cloned into the run's namespaces: its network namespace is the run's.
+            try:
+                netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    self.mediator.set_run_netns(netns)
+                finally:
+                    os.close(netns)
+            except Exception as err:  # noqa: BLE001 - any failure: the run cannot be mediated
+                self.mediation_failure = f"the run's network namespace cannot be read: {err}"
 
     def _await_init(self, timeout: float) -> None:
         """bwrap writes the init's pid right after clone(2): wait (bounded) for it, or for
@@ -295,6 +327,21 @@ class Run:
         self._report_buf += _drain(self.report_r)
         if b"\n" in self._report_buf and self.report_line is None:
             self.report_line = self._report_buf.split(b"\n", 1)[0].decode("utf-8", "replace")
+            self._release(self.report_line.startswith("ok "))
+
+    def _release(self, proven: bool) -> None:
+        """Let the probe go on to exec CMD (or, when not proven, just close: it exits)."""
+        if self.release_w < 0:
+            return
+        if proven and self.mediator is not None:
+            self.mediator.end_proof()  # refusals from here on are the command's
+        try:
+            if proven:
+                os.write(self.release_w, b"g")
+        except OSError:
+            pass
+        os.close(self.release_w)
+        self.release_w = -1
 
     # -- wait ----------------------------------------------------------------------------
     def wait(self, wakeup_r: int, pending: list[int]) -> int | None:
@@ -303,10 +350,16 @@ class Run:
         poller = select.poll()
         for fd in (self.bwrap_pidfd, wakeup_r, self.report_r, self.status_r):
             poller.register(fd, select.POLLIN)
+        if self.mediator is not None:
+            poller.register(self.mediator.failed_r, select.POLLIN)
         while True:
-            if pending:
+            if pending or self.mediation_failure:
                 return None
             events = dict(poller.poll())
+            if self.mediator is not None and self.mediator.failed_r in events:
+                # Fail closed: the kernel already refuses every connect (ENOSYS); end the run.
+                self.mediation_failure = f"the connect mediation stopped: {self.mediator.failure}"
+                return None
             if self.status_r in events:
                 self._on_status()
                 if events[self.status_r] & select.POLLHUP and not events[self.status_r] & select.POLLIN:
@@ -341,9 +394,17 @@ class Run:
             self._on_status()
             if self.pid is not None and self.bwrap_pidfd is not None and "child-pid" not in self.status:
                 self._await_init(1.0)
+        self._release(False)
+        if self.sentinel is not None:
+            reached = self.sentinel.close()
+            if reached and not self.mediation_failure:
+                self.mediation_failure = (f"{reached} connect(s) reached the sentinel socket bound outside "
+                                          "the run: the connect mediation let them through")
         try:
             report = self.life.end()
         finally:
+            if self.mediator is not None:
+                self.mediator.stop()  # after the run's processes are gone: nothing left to answer
             self.pid = None  # reaped by the lifecycle
             self.init_pidfd = None  # closed by the lifecycle
             if self.bwrap_pidfd is not None:
@@ -353,6 +414,53 @@ class Run:
                 os.close(fd)
             self.fds = []
         return report
+
+
+class Sentinel:
+    """A unix socket bound and listening outside the run (in the run's marker directory, which
+    the run never sees), shown inside at SENTINEL_PATH: the probe's P12 connect must be refused
+    by the mediation. Nothing ever accepts on it; :meth:`close` counts what queued up anyway
+    (a connect that got through) and removes it."""
+
+    def __init__(self, directory: str | None) -> None:
+        import _socket
+
+        if directory is None:
+            raise NotProven("P12", "the run has no marker directory for its sentinel socket")
+        self.path = os.path.join(directory, "outside.sock")
+        self.sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+        try:
+            self.sock.bind(self.path)
+            self.sock.listen(16)
+            self.sock.setblocking(False)
+        except OSError as err:
+            self.sock.close()
+            raise NotProven("P12", f"cannot bind the sentinel socket {self.path}: {err.strerror}") from err
+
+    def close(self) -> int:
+        reached = 0
+        while True:
+            try:
+                fd, _ = self.sock._accept()
+            except OSError:
+                break
+            os.close(fd)
+            reached += 1
+        self.sock.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        return reached
+
+
+def refusal_line(refusals: list[dict]) -> str | None:
+    """``3 connects refused: /opt/engine/docker.sock x3`` (DESIGN §3), or None (pure)."""
+    total = sum(r["count"] for r in refusals)
+    if not total:
+        return None
+    targets = ", ".join(f"{r['target']} x{r['count']}" for r in refusals)
+    return f"{total} connect{'s' if total != 1 else ''} refused: {targets}"
 
 
 def parse_status_line(line: bytes) -> dict[str, int]:
@@ -539,10 +647,11 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         listing_json = listing.to_json()
         plan = encode_plan(plan_items(policy, request, listing_json, started))
 
-        def argv_for(*, data_fd: int, plan_fd: int, report_fd: int, status_fd: int,
-                     seccomp_fd: int) -> list[str]:
+        def argv_for(*, data_fd: int, plan_fd: int, report_fd: int, status_fd: int, seccomp_fd: int,
+                     sentinel: str | None = None, release_fd: int | None = None) -> list[str]:
             return bwrap_argv(policy, list(request.command), bwrap=bwrap, data_fd=data_fd, plan_fd=plan_fd,
-                              report_fd=report_fd, status_fd=status_fd, seccomp_fd=seccomp_fd)
+                              report_fd=report_fd, status_fd=status_fd, seccomp_fd=seccomp_fd,
+                              sentinel=sentinel, release_fd=release_fd)
 
         run = Run(argv_for, request.quiet, life)
         code: int | None = None
@@ -557,10 +666,15 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     proven = report.startswith("ok ")
     later_code = [f"{root}/{line}" for root in audited
                   for line in later_code_changes(later_before[root], later_code_sources(root))]
+    refused = [r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH] if run.mediator else []
     if not ending.clean:
         # The run's processes could not be shown gone: that outranks every other status.
         print(f"no-docker: ending not proven: {ending.reason}; the run's marker is kept; "
               f"finish it with: {life.end_command()}", file=sys.stderr)
+        status = EXIT_NOT_PROVEN
+    elif run.mediation_failure:
+        print(f"no-docker: P12 not proven: {run.mediation_failure}; every connect of the run was refused "
+              "from then on and the run was ended", file=sys.stderr)
         status = EXIT_NOT_PROVEN
     elif later_code:
         print(f"no-docker: P4 not proven: the run left code that runs later, outside: {later_code[0]}"
@@ -585,6 +699,11 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
                 detail = (f"the probe never reported from inside (is {bwrap} a working bubblewrap?); "
                           "the command was not started by the probe")
             print(f"no-docker: isolation not proven: {detail}", file=sys.stderr)
+    line = refusal_line(refused)
+    if line:
+        # Always printed, --quiet or not: a mutation-testing user wants to know which mutant
+        # tried to reach an engine (the pids and commands are in --report).
+        print(f"no-docker: {line}", file=sys.stderr)
     if ending.clean and not request.quiet and "child-pid" in run.status:
         print(f"no-docker: {ending.line()}", file=sys.stderr)
     if report_file:
@@ -596,6 +715,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             "signal": pending[0] if pending else None, "bwrap": bwrap, "work": policy.work,
             "masked_sockets": list(policy.masked), "listing": listing_json,
             "run_id": life.run_id, "ending": ending.to_json(), "later_code": later_code,
+            "connects_refused": refused, "mediation_failure": run.mediation_failure,
             "timings_ms": {"listing": round((listed - started) * 1000, 2),
                            "proven": float(fields[1]) if proven else None,
                            "probe": float(fields[2]) if proven else None,

@@ -33,6 +33,9 @@ RUN_DIR = "/run/no-docker-run"
 PLAN_PATH = f"{RUN_DIR}/plan.json"
 DOCKER_CONFIG_DIR = f"{RUN_DIR}/docker-config"
 FALLBACK_HOME = f"{RUN_DIR}/home"
+# A socket the supervisor binds and listens on *outside* the run, shown inside at this path:
+# the probe's P12 try. Only the connect mediation stands between a connect and it.
+SENTINEL_PATH = f"{RUN_DIR}/outside.sock"
 
 # Names that route to an engine, or make a shell run code at start-up (P6, P11). A --keep-env
 # of one of these is a usage error; the probe refuses any of them in the environment (its own
@@ -197,6 +200,8 @@ def bwrap_argv(
     report_fd: int,
     status_fd: int | None = None,
     seccomp_fd: int | None = None,
+    sentinel: str | None = None,
+    release_fd: int | None = None,
 ) -> list[str]:
     """The complete argv: bwrap, its flags, then the probe, then ``--`` and COMMAND.
 
@@ -204,6 +209,8 @@ def bwrap_argv(
     PLAN_FD is the probe's own copy of it; REPORT_FD is where the probe says "ok"/"fail".
     SECCOMP_FD, when given, holds ``seccomp.program(arch)``: bwrap applies it to its init and to
     the probe, and so to CMD (``no-docker run`` always gives it; the probe proves it is there).
+    SENTINEL, when given, is a listening socket of the supervisor, shown at SENTINEL_PATH: the
+    probe proves P12 by a connect to it that the mediation must refuse.
     """
     if not command:
         raise ValueError("bwrap_argv: empty command")
@@ -223,6 +230,8 @@ def bwrap_argv(
             # for the probe and `check`) and an empty read-only DOCKER_CONFIG (P6).
             argv += ["--ro-bind-data", str(data_fd), PLAN_PATH]
             argv += ["--perms", "0555", "--dir", DOCKER_CONFIG_DIR]
+            if sentinel is not None:
+                argv += ["--ro-bind", sentinel, SENTINEL_PATH]
             if policy.home == FALLBACK_HOME:
                 argv += ["--dir", FALLBACK_HOME]
     # The root tmpfs itself read-only (non-recursive: /tmp, /run... stay writable tmpfs).
@@ -243,5 +252,9 @@ def bwrap_argv(
     # The probe runs from its real path (bound read-only with the toolchain): a fake bwrap that
     # just execs its command then runs the real probe on the host, which refuses at P1.
     argv += ["--", policy.probe_python, "-I", "-S", policy.probe_source, "--plan-fd", str(plan_fd),
-             "--report-fd", str(report_fd), "--", *command]
+             "--report-fd", str(report_fd)]
+    if release_fd is not None:
+        # The probe waits on it after its verdict, until the supervisor has taken the verdict.
+        argv += ["--release-fd", str(release_fd)]
+    argv += ["--", *command]
     return argv

@@ -1,6 +1,6 @@
 """The in-sandbox probe: prove P1-P11 by trying, then exec the command (DESIGN §4).
 
-Started by bwrap as ``python -I -S /path/to/probe.py --plan-fd N --report-fd M -- CMD...``
+Started by bwrap as ``python -I -S /path/to/probe.py --plan-fd N --report-fd M [--release-fd R] -- CMD...``
 (by its real path, or that of its compiled ``__pycache__/probe.*.pyc``: see ``plan.probe_program``).
 Standard library only, and only its cheap corners: ``socket`` (enum), ``json`` and ``re`` each
 cost more than the whole proof, so this module talks to ``_socket`` and reads a line-based plan.
@@ -157,7 +157,7 @@ def init_seccomp_mode(wait: float = 0.05) -> str | None:
 
 
 AF_VSOCK = 40  # linux/socket.h; spelled out: not every Python build names it
-PROPERTIES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P13")
+PROPERTIES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13")
 # Refusals of connect() that mean "not reachable" (anything else, e.g. a timeout, is suspect).
 UNREACHED = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR, errno.ENOTSOCK,
                        errno.EACCES, errno.EPERM, errno.ENETUNREACH, errno.EHOSTUNREACH,
@@ -417,10 +417,12 @@ class Probe:
     """All checks over one plan. ``gate`` is the pre-exec mode (stricter: the probe must be
     alone in the sandbox); ``check`` mode runs inside a live run, next to its processes."""
 
-    def __init__(self, plan: dict[str, list[str]], *, gate: bool, report_fd: int | None = None) -> None:
+    def __init__(self, plan: dict[str, list[str]], *, gate: bool, report_fd: int | None = None,
+                 release_fd: int | None = None) -> None:
         self.plan = plan
         self.gate = gate
         self.report_fd = report_fd
+        self.release_fd = release_fd
         self.proven: list[str] = []
         self._mounts: list[tuple[str, bool, str, str]] | None = None
         self._status: dict[str, str] | None = None
@@ -525,6 +527,30 @@ class Probe:
             if os.getpid() != 1 and try_open_rw(path) is None:
                 raise NotProven("P5", f"{path} is writable: the sandbox's init could be made to run "
                                 "the run's code")
+
+    # P12: every connect() of the run goes through the supervisor's mediation, which refuses a
+    # pathname socket bound outside the run, whenever it appeared. Tried on the supervisor's own
+    # sentinel: a socket bound and listening outside, shown at SENTINEL_PATH. Without the
+    # mediation the kernel would accept this connect; only the mediation answers ECONNREFUSED
+    # (ENOSYS: the filter is there but nobody answers it, also a failure).
+    def p12(self) -> None:
+        sentinel = one(self.plan, "sentinel")
+        if not sentinel:
+            raise NotProven("P12", "no sentinel socket in the run plan: the connect mediation cannot "
+                            "be tried")
+        try:
+            shown = stat.S_ISSOCK(os.stat(sentinel).st_mode)
+        except OSError as err:
+            raise NotProven("P12", f"the sentinel {sentinel} is not there ({errname(err.errno)})") from err
+        if not shown:
+            raise NotProven("P12", f"the sentinel {sentinel} is not a socket")
+        code = try_connect(_socket.AF_UNIX, sentinel)
+        if code is None:
+            raise NotProven("P12", f"connect to the sentinel {sentinel}, bound outside the run, succeeded: "
+                            "no connect mediation")
+        if code != errno.ECONNREFUSED:
+            raise NotProven("P12", f"connect to the sentinel {sentinel}: {errname(code)} instead of the "
+                            "mediation's refusal")
 
     # P13: no socket family that no network namespace confines. AF_VSOCK reaches the
     # hypervisor host and its VMs (Docker Desktop's engine) from any namespace; the run's
@@ -801,9 +827,11 @@ class Probe:
     def steps(self) -> tuple[tuple[str, object], ...]:
         """The checks in the order they run: views first, connect() next, writes last."""
         return (("P1", self.p1), ("P5", self.p5), ("P6", self.p6),
-                ("P7", lambda: self.p7((self.report_fd,) if self.report_fd is not None else ())),
+                ("P7", lambda: self.p7(tuple(fd for fd in (self.report_fd, self.release_fd)
+                                             if fd is not None))),
                 ("P8", self.p8), ("P9", self.p9), ("P11", self.p11), ("P4", self.p4_mounts),
-                ("P2", self.p2), ("P3", self.p3), ("P5", self.p5_filter), ("P13", self.p13),
+                ("P2", self.p2), ("P3", self.p3), ("P12", self.p12), ("P5", self.p5_filter),
+                ("P13", self.p13),
                 ("P4", self.p4_writes),
                 ("P10", self.p10))
 
@@ -869,7 +897,7 @@ def _fail(message: str, report_fd: int | None) -> int:
 def gate(argv: list[str]) -> int:
     """``probe.py --plan-fd N --report-fd M -- CMD...``: prove, then exec CMD."""
     started = time.monotonic()
-    plan_fd = report_fd = None
+    plan_fd = report_fd = release_fd = None
     try:
         split = argv.index("--")
         options, command = argv[:split], argv[split + 1:]
@@ -878,6 +906,8 @@ def gate(argv: list[str]) -> int:
                 plan_fd = int(options[i + 1])
             elif options[i] == "--report-fd":
                 report_fd = int(options[i + 1])
+            elif options[i] == "--release-fd":
+                release_fd = int(options[i + 1])
             else:
                 raise ValueError(options[i])
     except (ValueError, IndexError):
@@ -890,7 +920,7 @@ def gate(argv: list[str]) -> int:
         os.close(plan_fd)
     except (OSError, ValueError) as err:
         return _fail(f"probe: cannot read the plan: {err}", report_fd)
-    probe = Probe(plan, gate=True, report_fd=report_fd)
+    probe = Probe(plan, gate=True, report_fd=report_fd, release_fd=release_fd)
     try:
         probe.run_all()
         if report_fd is not None:
@@ -898,7 +928,14 @@ def gate(argv: list[str]) -> int:
             own_ms = (time.monotonic() - started) * 1000
             os.write(report_fd, f"ok {elapsed_ms:.1f} {own_ms:.1f} {' '.join(probe.proven)}\n".encode())
             os.close(report_fd)
-        probe.p7()  # after closing our own report fd: only 0, 1, 2 go on to CMD
+        if release_fd is not None:
+            # Held until the supervisor has taken the verdict: what the mediation refuses from
+            # here on is the command's, not the probe's own tries (they are not reported).
+            released = os.read(release_fd, 1)
+            os.close(release_fd)
+            if released != b"g":
+                raise NotProven("P12", "the supervisor did not release the run after the proof")
+        probe.p7()  # after closing our own fds: only 0, 1, 2 go on to CMD
     except NotProven as err:
         return _fail(str(err), report_fd)
     except OSError as err:

@@ -43,7 +43,7 @@ def test_engine_restarted_during_a_run_is_not_reached(tmp_path):
             assert f"no-docker: 1 connect refused: {ENGINE} x1" in stderr, stderr
             refused = report.get("connects_refused")
             assert refused and refused[0]["target"] == ENGINE and refused[0]["count"] == 1, report
-            assert refused[0]["by"] and refused[0]["by"][0]["command"].startswith("python"), refused
+            assert refused[0]["callers"] and refused[0]["callers"][0]["command"].startswith("python"), refused
             # The witness is alive: outside the run, the restarted engine answers.
             assert control_reaches(guard, ENGINE).startswith("HTTP/1."), "the control did not reach"
             assert again.records("request"), "the control's request is not in the engine's log"

@@ -1,0 +1,820 @@
+"""Connect mediation (P12) and the AF_VSOCK rule (P13): every ``connect()`` of the run is decided
+by the supervisor, outside the run, through a seccomp user-notification filter.
+
+Why: the proof before start covers the sockets that exist then. An engine that restarts during
+the run binds a *new* inode (a ``/dev/null`` mask covers only the old one), and a socket bound
+later in any directory the run can see is reachable: ``connect()`` to a pathname socket ignores
+read-only mounts and network namespaces (notes/isolation-anchors.md §1). So the filter returns
+``SECCOMP_RET_USER_NOTIF`` for ``connect``, and :class:`Mediator` answers each one:
+
+* pathname AF_UNIX: resolve the path in the caller's own root and cwd, open the file
+  ``O_PATH``, and connect the caller's socket *through that fd* (``/proc/self/fd/N``) only when
+  the socket file is bound by a socket of the run's network namespace (sock_diag, bound files
+  by (st_dev, st_ino)); else ECONNREFUSED, recorded. Missing: ENOENT; not a socket:
+  ECONNREFUSED (what unix_find_bsd answers, net/unix/af_unix.c).
+* every other address: allowed only for a socket created in the run's network namespace
+  (SO_NETNS_COOKIE), which confines abstract unix names, TCP, UDP, netlink and packet sockets
+  already; then connected with the caller's exact bytes. A socket from outside (inherited,
+  passed over SCM_RIGHTS) is refused: it would reach the host's loopback. Socket families that
+  no network namespace confines (AF_VSOCK and any family not in :data:`CONFINED_FAMILIES`) are
+  refused whatever their namespace.
+
+Soundness (DESIGN §4): the address is read once from ``/proc/PID/mem`` (opened after RECV:
+one opened before the caller's execve reads the old mm); the socket is the caller's own object
+(``pidfd_getfd``), so its options, binding and O_NONBLOCK are the caller's, and a ``dup2`` onto
+the fd number after we took it changes nothing we checked; the inode checked is the inode
+connected. ``SECCOMP_IOCTL_NOTIF_ID_VALID`` after each read of the caller's state proves the
+pid still names the blocked caller (seccomp_unotify(2), "pid reuse"). We never answer with
+``SECCOMP_USER_NOTIF_FLAG_CONTINUE``: the kernel would re-read the fd and the memory after our
+check (seccomp_unotify(2) warns exactly this).
+
+Fails closed: a notification the mediator cannot decide gets ECONNREFUSED; when the listener
+is closed (the supervisor died or stopped) the kernel answers ENOSYS to every pending and
+future ``connect`` of the filter's tasks (kernel/seccomp.c, seccomp_do_user_notification:
+``err = -ENOSYS; if (!match->notif) goto out``): nothing passes unchecked.
+
+The filter is installed with ``SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`` (Linux 5.19): once the
+mediator has received a notification, the caller ignores non-fatal signals until the answer,
+so a signal cannot make the caller restart a connect that the mediator is already making on
+the same socket (which would answer EISCONN/EALREADY, or connect twice).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import select
+import signal
+import socket
+import stat
+import struct
+import threading
+from dataclasses import dataclass, field
+
+from . import sockdiag
+
+# --- the filter -----------------------------------------------------------------------------
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# Syscall numbers (syscall_64.tbl; asm-generic/unistd.h for aarch64).
+NR = {
+    "x86_64": {"connect": 42, "socket": 41, "socketpair": 53, "sendto": 44, "sendmsg": 46, "sendmmsg": 307},
+    "aarch64": {"connect": 203, "socket": 198, "socketpair": 199, "sendto": 206, "sendmsg": 211,
+                "sendmmsg": 269},
+}
+X32_SYSCALL_BIT = 0x40000000
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_USER_NOTIF = 0x7FFF0000, 0x00050000, 0x7FC00000
+_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+Insn = tuple[int, int, int, int]  # (code, jt, jf, k), as in seccomp.program
+
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV = 1 << 5
+
+AF_VSOCK = 40
+MSG_FASTOPEN = 0x20000000
+
+
+class MediationError(Exception):
+    """The mediation cannot be set up (unknown architecture, kernel refusal, lost listener)."""
+
+
+def _encode(insns: list[Insn]) -> bytes:
+    return b"".join(struct.pack("=HBBI", *insn) for insn in insns)
+
+
+def _arch_prologue(arch: str) -> list[Insn]:
+    """Refuse other ABIs (ENOSYS, like seccomp.py): an i386 ``socketcall``/``connect`` or an
+    x32 ``connect`` has another number and would never be notified. Leaves A = nr."""
+    try:
+        audit_arch = AUDIT_ARCH[arch]
+    except KeyError:
+        raise MediationError(f"no connect mediation for {arch} (only {', '.join(AUDIT_ARCH)})") from None
+    insns: list[Insn] = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, audit_arch),
+                         (_RET, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS), (_LD_ABS, 0, 0, 0)]
+    if arch == "x86_64":
+        insns += [(_JGE, 0, 1, X32_SYSCALL_BIT), (_RET, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS)]
+    return insns
+
+
+def program(arch: str) -> bytes:
+    """The mediation filter for ARCH: ``connect`` -> SECCOMP_RET_USER_NOTIF, the rest allowed
+    (the deny filter, seccomp.program, is a separate filter; the kernel runs both and the
+    stricter action wins: ERRNO outranks USER_NOTIF, seccomp(2) "Filter return values")."""
+    insns = _arch_prologue(arch)
+    insns += [(_JEQ, 0, 1, NR[arch]["connect"]), (_RET, 0, 0, SECCOMP_RET_USER_NOTIF),
+              (_RET, 0, 0, SECCOMP_RET_ALLOW)]
+    return _encode(insns)
+
+
+def p13_rules(arch: str) -> list[Insn]:
+    """Rules for seccomp.program, to go right after its ABI checks (A = syscall nr); they leave
+    A = nr for the rules after them.
+
+    * ``socket``/``socketpair`` with domain AF_VSOCK -> EAFNOSUPPORT (what a kernel without
+      vsock says): vsock lives in no network namespace and reaches the hypervisor host and
+      its VMs (Docker Desktop's engine). Only the low 32 bits are compared: the kernel takes
+      an ``int`` (a high-half trick must not slip past, nor a valid call be refused).
+    * ``sendto``/``sendmsg``/``sendmmsg`` with MSG_FASTOPEN -> EOPNOTSUPP (what the kernel says
+      when client TFO is off): a TCP Fast Open send *connects* without ``connect()``
+      (tcp_sendmsg_fastopen), so an outside socket passed in could reach the host's loopback
+      engine port around the mediation. ``flags`` is a register argument (the 4th of sendto
+      and sendmmsg, the 3rd of sendmsg), so the filter can see it.
+    """
+    nr = NR[arch]
+    rules: list[Insn] = []
+    for name in ("socket", "socketpair"):
+        rules += [(_JEQ, 0, 4, nr[name]), (_LD_ABS, 0, 0, 16),
+                  (_JEQ, 0, 1, AF_VSOCK), (_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT),
+                  (_LD_ABS, 0, 0, 0)]
+    for name, arg in (("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3)):
+        rules += [(_JEQ, 0, 4, nr[name]), (_LD_ABS, 0, 0, 16 + 8 * arg),
+                  (_JSET, 0, 1, MSG_FASTOPEN), (_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EOPNOTSUPP),
+                  (_LD_ABS, 0, 0, 0)]
+    return rules
+
+
+def p13_program(arch: str) -> bytes:
+    """:func:`p13_rules` as a filter of its own (tests; or a run without seccomp.program)."""
+    return _encode(_arch_prologue(arch) + p13_rules(arch) + [(_RET, 0, 0, SECCOMP_RET_ALLOW)])
+
+
+# --- notification structs and ioctls (linux/seccomp.h) --------------------------------------
+def _ioc(direction: int, nr: int, size: int) -> int:
+    return direction << 30 | size << 16 | ord("!") << 8 | nr  # asm-generic/ioctl.h _IOC
+
+
+# struct seccomp_notif {u64 id; u32 pid; u32 flags; struct seccomp_data {int nr; u32 arch;
+# u64 instruction_pointer; u64 args[6]}}
+NOTIF = struct.Struct("=QIIiIQ6Q")
+NOTIF_RESP = struct.Struct("=QqiI")  # id, val, error (negative errno), flags
+SECCOMP_IOCTL_NOTIF_RECV = _ioc(3, 0, NOTIF.size)  # _IOWR
+SECCOMP_IOCTL_NOTIF_SEND = _ioc(3, 1, NOTIF_RESP.size)  # _IOWR
+SECCOMP_IOCTL_NOTIF_ID_VALID = _ioc(1, 2, 8)  # _IOW(u64)
+SECCOMP_IOCTL_NOTIF_ADDFD = _ioc(1, 3, 24)  # _IOW(struct seccomp_notif_addfd), unused: see README
+SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1  # never used: see the module docstring
+
+
+@dataclass(frozen=True)
+class Notification:
+    id: int
+    pid: int
+    nr: int
+    arch: int
+    args: tuple[int, ...]
+
+
+def parse_notification(raw: bytes) -> Notification:
+    """A ``struct seccomp_notif`` as filled by SECCOMP_IOCTL_NOTIF_RECV."""
+    if len(raw) != NOTIF.size:
+        raise MediationError(f"seccomp_notif of {len(raw)} bytes, expected {NOTIF.size}")
+    nid, pid, _flags, nr, arch, _ip, *args = NOTIF.unpack(raw)
+    return Notification(id=nid, pid=pid, nr=nr, arch=arch, args=tuple(args))
+
+
+def response(nid: int, error: int) -> bytes:
+    """A ``struct seccomp_notif_resp``: the syscall returns 0, or -1 with errno ERROR."""
+    return NOTIF_RESP.pack(nid, 0, -error if error else 0, 0)
+
+
+def _int32(value: int) -> int:
+    """A syscall's ``int`` argument from its 64-bit register (the kernel truncates)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+# --- addresses ------------------------------------------------------------------------------
+SOCKADDR_STORAGE = 128  # move_addr_to_kernel: addrlen outside [0, 128] is EINVAL (net/socket.c)
+SUN_PATH = 108
+
+
+@dataclass(frozen=True)
+class Address:
+    """A sockaddr as the caller passed it. ``kind`` is one of: ``path``, ``abstract``,
+    ``unnamed`` (AF_UNIX, no name), ``inet``, ``inet6``, ``short`` (no family), ``other``."""
+
+    kind: str
+    family: int
+    raw: bytes
+    name: bytes = b""  # path (without its NUL and anything after) or abstract name (leading NUL)
+    host: str = ""
+    port: int = 0
+
+    def describe(self) -> str:
+        if self.kind in ("path", "abstract"):
+            if self.kind == "path":
+                return os.fsdecode(self.name)
+            return "@" + self.name[1:].decode("utf-8", "replace")
+        if self.kind in ("inet", "inet6"):
+            return f"[{self.host}]:{self.port}" if self.kind == "inet6" else f"{self.host}:{self.port}"
+        return f"family {self.family}"
+
+
+def parse_sockaddr(raw: bytes) -> Address:
+    """Classify RAW (the bytes connect(2) was given, at most 128). Pure.
+
+    AF_UNIX follows net/unix/af_unix.c: ``sun_path[0] == 0`` is abstract and *all*
+    ``addrlen - 2`` bytes are the name; otherwise the path ends at the first NUL or at
+    ``addrlen`` (unix_mkname_bsd terminates it there), so a 108-byte path without NUL is
+    valid and bytes after a NUL are ignored. ``addrlen`` of 2 is an unnamed address, which
+    connect refuses with EINVAL (unix_validate_addr)."""
+    if len(raw) < 2:
+        return Address("short", -1, raw)
+    family = int.from_bytes(raw[:2], "little")  # sa_family_t, host order
+    if family == socket.AF_UNIX:
+        sun = raw[2:]
+        if not sun:
+            return Address("unnamed", family, raw)
+        if sun[0] == 0:
+            return Address("abstract", family, raw, name=sun)
+        return Address("path", family, raw, name=sun.split(b"\0", 1)[0])
+    if family == socket.AF_INET and len(raw) >= 8:
+        return Address("inet", family, raw, host=socket.inet_ntop(socket.AF_INET, raw[4:8]),
+                       port=int.from_bytes(raw[2:4], "big"))
+    if family == socket.AF_INET6 and len(raw) >= 24:
+        return Address("inet6", family, raw, host=socket.inet_ntop(socket.AF_INET6, raw[8:24]),
+                       port=int.from_bytes(raw[2:4], "big"))
+    return Address("other", family, raw)
+
+
+def sockaddr_un(path: bytes) -> bytes:
+    """The sockaddr_un for a pathname (with its NUL), as connect(2) expects it."""
+    if len(path) >= SUN_PATH:
+        raise ValueError(f"unix path of {len(path)} bytes does not fit sun_path")
+    return struct.pack("=H", socket.AF_UNIX) + path + b"\0"
+
+
+# --- the decision (pure) --------------------------------------------------------------------
+# Families a network namespace confines: their connect reaches only the socket's own
+# namespace. AF_UNIX pathnames are the exception, handled by inode.
+CONFINED_FAMILIES = frozenset({socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK,
+                               socket.AF_PACKET})
+
+# Outcomes of resolving a pathname in the caller's view.
+MISSING, NOT_SOCKET, RUN_SOCKET, OUTSIDE_SOCKET, UNRESOLVABLE = (
+    "missing", "not-socket", "run-socket", "outside-socket", "unresolvable")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``connect``: make the connect (through the resolved fd for a path, else with the
+    caller's bytes) and answer its result; ``answer``: answer ERROR without connecting.
+    ``refused``: a refusal to record and report (the kernel would have let it through)."""
+
+    action: str
+    error: int = 0
+    refused: bool = False
+    reason: str = ""
+
+
+def decide(sock_family: int, address: Address, *, same_netns: bool, target: str | None = None,
+           target_error: int = 0) -> Verdict:
+    """What to do with one connect. SOCK_FAMILY: the caller's socket's SO_DOMAIN; SAME_NETNS:
+    the socket was created in the run's network namespace; TARGET: for a pathname address on
+    a unix socket, the outcome of resolving it (TARGET_ERROR: the errno for MISSING)."""
+    if sock_family == socket.AF_UNIX and address.kind == "path":
+        if target == RUN_SOCKET:
+            return Verdict("connect")
+        if target == MISSING:
+            return Verdict("answer", target_error or errno.ENOENT)
+        if target == NOT_SOCKET:
+            return Verdict("answer", errno.ECONNREFUSED)  # what unix_find_bsd answers
+        if target == OUTSIDE_SOCKET:
+            return Verdict("answer", errno.ECONNREFUSED, True, "bound outside the run")
+        return Verdict("answer", errno.ECONNREFUSED, True, "cannot be resolved in the caller's view")
+    if sock_family not in CONFINED_FAMILIES:
+        return Verdict("answer", errno.ECONNREFUSED, True, f"socket family {sock_family} is in no namespace")
+    if not same_netns:
+        return Verdict("answer", errno.ECONNREFUSED, True, "socket of another network namespace")
+    return Verdict("connect")
+
+
+# --- install (in the forked child, before execve) -------------------------------------------
+def install(channel: socket.socket, arch: str | None = None) -> None:
+    """Install the mediation filter on the calling process and hand the listener fd to the
+    supervisor over CHANNEL (one end of a socketpair), then close it here.
+
+    Call in the child between ``os.fork()`` and ``execve``: every process the child becomes or
+    starts inherits the filter, and none of them holds the listener (a process that held it
+    could answer its own connects). No-new-privs is set when we lack CAP_SYS_ADMIN, as
+    seccomp(2) requires; root keeps the ability to exec setuid bwrap builds. The parent must
+    have called ``_linux.load()`` before forking (no import after fork)."""
+    from . import syscalls as _linux
+
+    prog = program(arch or os.uname().machine)
+    if os.geteuid() != 0:
+        _linux.set_no_new_privs()
+    listener = _linux.install_filter(prog, SECCOMP_FILTER_FLAG_NEW_LISTENER
+                                     | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
+    try:
+        socket.send_fds(channel, [b"L"], [listener])
+    finally:
+        os.close(listener)
+
+
+def receive_listener(channel: socket.socket) -> int:
+    """The listener fd the child sent (close-on-exec); MediationError if none came."""
+    try:
+        _msg, fds, _flags, _addr = socket.recv_fds(channel, 1, 1)
+    except OSError as err:
+        raise MediationError(f"no listener from the child: {err}") from err
+    if len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        raise MediationError("no listener from the child (it died before installing the filter?)")
+    os.set_inheritable(fds[0], False)
+    return fds[0]
+
+
+def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...],
+                   arch: str | None = None) -> tuple[int, int]:
+    """Start ARGV (bwrap) under the mediation filter: (its pid, the listener fd).
+
+    ``os.fork()``, then in the child: close every inheritable fd but 0-2 and PASS_FDS (P7, as
+    ``run.spawn`` does with posix_spawn), default SIGPIPE/SIGXFSZ, install the filter
+    (:func:`install`: the listener goes to us over a socketpair and is closed in the child),
+    ``execve``. Nothing is imported after the fork (an import lock held by another thread at
+    fork time stays held in the child). MediationError when no listener came (the child
+    reports why on stderr and exits 127)."""
+    from . import syscalls as _linux
+
+    _linux.load()  # ctypes, before the fork
+    prog = program(arch or os.uname().machine)  # MediationError for an unknown arch: no run
+    flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    for fd in pass_fds:
+        os.set_inheritable(fd, True)
+    close = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in pass_fds:
+            try:
+                if os.get_inheritable(fd):
+                    close.append(fd)
+            except OSError:
+                continue
+    sig_pipe, sig_xfsz, sig_dfl = signal.SIGPIPE, signal.SIGXFSZ, signal.SIG_DFL
+    send_fds, execve, no_new_privs = socket.send_fds, os.execve, os.geteuid() != 0
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child execs or exits
+        try:
+            mine.close()
+            for fd in close:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            signal.signal(sig_pipe, sig_dfl)
+            signal.signal(sig_xfsz, sig_dfl)
+            if no_new_privs:
+                _linux.set_no_new_privs()
+            listener = _linux.install_filter(prog, flags)
+            send_fds(theirs, [b"L"], [listener])
+            os.close(listener)
+            theirs.close()
+            execve(argv[0], argv, env)
+        except BaseException as err:  # noqa: BLE001 - the child must never return
+            try:
+                os.write(2, f"no-docker: cannot start {argv[0]} with the connect filter: {err}\n".encode())
+            finally:
+                os._exit(127)
+    theirs.close()
+    try:
+        mine.settimeout(30)
+        listener = receive_listener(mine)
+    except BaseException:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        os.waitpid(pid, 0)
+        raise
+    finally:
+        mine.close()
+    return pid, listener
+
+
+def check_kernel() -> None:
+    """MediationError unless the kernel's notification structs are the sizes we pack."""
+    from . import syscalls as _linux
+
+    try:
+        sizes = _linux.notif_sizes()
+    except OSError as err:
+        raise MediationError(f"seccomp user notification unavailable: {err.strerror}") from err
+    if sizes[0] < NOTIF.size or sizes[1] < NOTIF_RESP.size or sizes[2] != 64:
+        raise MediationError(f"unexpected seccomp notification sizes {sizes}")
+
+
+PIDFD_THREAD = os.O_EXCL  # linux/pidfd.h
+
+
+def _tgid(tid: int) -> int:
+    with open(f"/proc/{tid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"Tgid:"):
+                return int(line.split()[1])
+    raise OSError(errno.ESRCH, "no Tgid")
+
+
+# --- the mediator ---------------------------------------------------------------------------
+class _Gone(Exception):
+    """The notification is no longer valid (caller killed, or its pid no longer names it)."""
+
+
+@dataclass
+class Refusal:
+    """One refused target: how often, by whom (the first few pids and commands)."""
+
+    target: str
+    reason: str
+    count: int = 0
+    callers: list[tuple[int, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "reason": self.reason, "count": self.count,
+                "callers": [{"pid": p, "command": c} for p, c in self.callers]}
+
+
+class Mediator:
+    """Answers the connects of one run. ``start()`` it as soon as the listener is received,
+    ``set_run_netns()`` as soon as the run's network namespace exists (until then every
+    connect is refused), ``stop()`` it in the ending, after the run's processes are gone.
+
+    Threads (leader/followers): one thread at a time waits for and receives notifications;
+    it hands that role to another thread before a connect that may block (a blocking socket:
+    a full unix backlog or a TCP SYN retry can take seconds) and keeps it otherwise, so the
+    common case costs no thread switch and a blocked connect stalls no other. At most
+    MAX_THREADS connects block at once; beyond that the next waits in the kernel.
+    All signals are blocked in these threads: a connect of ours is never cut short by EINTR.
+    """
+
+    MAX_THREADS = 32
+    MAX_CALLERS = 8
+
+    def __init__(self, listener: int, arch: str | None = None) -> None:
+        from . import syscalls as _linux
+
+        self.arch = arch or os.uname().machine
+        if self.arch not in AUDIT_ARCH:
+            raise MediationError(f"no connect mediation for {self.arch}")
+        self._linux = _linux
+        self.listener = listener
+        self.audit_arch = AUDIT_ARCH[self.arch]
+        self.connect_nr = NR[self.arch]["connect"]
+        self.refusals: dict[tuple[str, str], Refusal] = {}
+        self.proof_refusals: dict[tuple[str, str], Refusal] = {}
+        self.errors: list[str] = []  # mediator faults (each answered ECONNREFUSED)
+        self.mediated = 0
+        self._diag: sockdiag.DiagSocket | None = None
+        self._cookie: int | None = None
+        self._cv = threading.Condition()
+        self._leader = False
+        self._idle = 0
+        self._threads: list[threading.Thread] = []
+        self._closing = False
+        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._tls = threading.local()
+        self._netns_known = threading.Event()
+        self._stopping = False
+        # Readable once the mediation has stopped on its own (its listener closed under it, a
+        # RECV that failed): the supervisor polls it and ends the run, 125 (fail closed).
+        self.failed_r, self._failed_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self.failure: str | None = None
+
+    # -- life ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._spawn()
+
+    def set_run_netns(self, netns_fd: int) -> None:
+        """The run's network namespace (an fd of /proc/PID/ns/net of a process of the run)."""
+        diag = sockdiag.open_diag(netns_fd)
+        self._diag, self._cookie = diag, diag.netns_cookie
+        self._netns_known.set()
+
+    def end_proof(self) -> None:
+        """The probe has proven the run: refusals recorded from now on are the command's.
+        (The probe's own tries of every engine path are refused too, and are not reported.)"""
+        with self._cv:
+            self.proof_refusals, self.refusals = self.refusals, {}
+
+    def _fail(self, why: str) -> None:
+        """The mediation stopped by itself: say so once (the kernel answers ENOSYS to every
+        connect of the run from now on; the supervisor ends the run)."""
+        if self._stopping or self.failure is not None:
+            return
+        self.failure = why
+        try:
+            os.write(self._failed_w, b"x")
+        except OSError:
+            pass
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Close the listener (the kernel answers ENOSYS to whatever is still pending) and end
+        the threads. A thread stuck in a connect to a run socket is released when the run's
+        processes are gone (its peer closes); it is a daemon thread either way."""
+        self._stopping = True
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+        for thread in list(self._threads):
+            thread.join(timeout)
+        if self.listener >= 0:
+            os.close(self.listener)
+            self.listener = -1
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        os.close(self.failed_r)
+        os.close(self._failed_w)
+        if self._diag:
+            self._diag.close()
+
+    def summary(self) -> list[dict]:
+        return [r.to_json() for r in sorted(self.refusals.values(), key=lambda r: -r.count)]
+
+    def _spawn(self) -> None:
+        if len(self._threads) >= self.MAX_THREADS:
+            return
+        thread = threading.Thread(target=self._serve, name=f"no-docker-mediator-{len(self._threads)}",
+                                  daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    # -- leader/followers ------------------------------------------------------------------
+    def _lead(self) -> bool:
+        """Wait until this thread may receive (no other leader); False when stopping."""
+        with self._cv:
+            while self._leader and not self._closing:
+                self._idle += 1
+                self._cv.wait()
+                self._idle -= 1
+            if self._closing:
+                return False
+            self._leader = True
+            self._tls.leader = True
+            return True
+
+    def _hand_over(self) -> None:
+        """Give the receiving role to another thread (before a connect that may block)."""
+        with self._cv:
+            if not getattr(self._tls, "leader", False):
+                return
+            self._leader = False
+            self._tls.leader = False
+            if self._idle:
+                self._cv.notify()
+            else:
+                self._spawn()
+
+    def _serve(self) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        poller = select.poll()
+        poller.register(self.listener, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        buf = bytearray(NOTIF.size)
+        while self._lead():
+            while self._tls.leader:
+                events = dict(poller.poll())
+                if self._wake_r in events or events.get(self.listener, 0) & (
+                        select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                    # Stopping, or every task of the filter is gone (seccomp_notify_poll:
+                    # POLLHUP, the run is over), or the listener was closed under us (POLLNVAL).
+                    if self._wake_r not in events and events.get(self.listener, 0) & (
+                            select.POLLNVAL | select.POLLERR):
+                        self._fail("its listener was closed")
+                    with self._cv:
+                        self._closing = True
+                        self._leader = False
+                        self._cv.notify_all()
+                    return
+                buf[:] = bytes(NOTIF.size)  # RECV refuses a non-zeroed buffer (check_zeroed_user)
+                try:
+                    fcntl.ioctl(self.listener, SECCOMP_IOCTL_NOTIF_RECV, buf, True)
+                except OSError as err:
+                    if err.errno in (errno.ENOENT, errno.EINTR):
+                        continue  # the caller was killed between poll and RECV
+                    self.errors.append(f"RECV: {err}")
+                    self._fail(f"receiving a notification failed: {err}")
+                    with self._cv:
+                        self._closing = True
+                        self._leader = False
+                        self._cv.notify_all()
+                    return
+                self._answer(parse_notification(bytes(buf)))
+
+    # -- one notification ------------------------------------------------------------------
+    def _valid(self, nid: int) -> None:
+        try:
+            fcntl.ioctl(self.listener, SECCOMP_IOCTL_NOTIF_ID_VALID, struct.pack("=Q", nid))
+        except OSError as err:
+            raise _Gone from err
+
+    def _answer(self, note: Notification) -> None:
+        try:
+            error = self._mediate(note)
+        except _Gone:
+            # Most likely nobody waits any more; answer anyway (SEND says ENOENT then): a
+            # notification left unanswered would hang its caller for the run's life.
+            error = errno.ECONNREFUSED
+        except Exception as err:  # a fault of ours: fail closed, say so
+            self.errors.append(f"{type(err).__name__}: {err}")
+            error = errno.ECONNREFUSED
+        self.mediated += 1
+        try:
+            fcntl.ioctl(self.listener, SECCOMP_IOCTL_NOTIF_SEND, response(note.id, error))
+        except OSError:
+            pass  # ENOENT: the caller was killed meanwhile; the answer has no reader
+
+    def _mediate(self, note: Notification) -> int:
+        """0 or the errno for NOTE. Raises _Gone when the caller's state can no longer be
+        trusted to be the caller's."""
+        if note.arch != self.audit_arch or note.nr != self.connect_nr:
+            return errno.ENOSYS  # the filter notifies nothing else
+        nid, pid = note.id, note.pid
+        fd, addrlen = _int32(note.args[0]), _int32(note.args[2])
+        if not 0 <= addrlen <= SOCKADDR_STORAGE:
+            return errno.EINVAL  # move_addr_to_kernel
+        raw = b""
+        if addrlen:
+            try:
+                mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as err:
+                self._valid(nid)
+                raise MediationError(f"/proc/{pid}/mem: {err.strerror}") from err
+            try:
+                self._valid(nid)  # mem is the caller's (its pid was not reused)
+                try:
+                    raw = os.pread(mem, addrlen, note.args[1])
+                except OSError:
+                    raw = b""
+            finally:
+                os.close(mem)
+            self._valid(nid)  # the caller still waits: what we read is its address now
+            if len(raw) != addrlen:
+                return errno.EFAULT  # what copy_from_user makes of a bad pointer
+        # note.pid is the calling *thread*; PIDFD_THREAD (Linux 6.9) names that very task,
+        # whose fd table is the one connect(2) uses (a thread may have its own: CLONE_FILES
+        # is optional). Older kernels: EINVAL for a non-leader, then the thread group's.
+        try:
+            try:
+                pidfd = os.pidfd_open(pid, PIDFD_THREAD)
+            except OSError as err:
+                if err.errno != errno.EINVAL:
+                    raise
+                pidfd = os.pidfd_open(_tgid(pid))
+        except OSError as err:
+            self._valid(nid)
+            raise MediationError(f"pidfd_open({pid}): {err.strerror}") from err
+        try:
+            self._valid(nid)  # pidfd names the caller
+            try:
+                sockfd = self._linux.pidfd_getfd(pidfd, fd)
+            except OSError as err:
+                self._valid(nid)
+                if err.errno == errno.EBADF:
+                    return errno.EBADF  # what connect(2) says for a bad fd
+                raise
+        finally:
+            os.close(pidfd)
+        try:
+            self._valid(nid)
+            return self._decide_and_connect(note, sockfd, parse_sockaddr(raw))
+        finally:
+            os.close(sockfd)
+
+    def _decide_and_connect(self, note: Notification, sockfd: int, address: Address) -> int:
+        try:
+            probe = socket.socket(fileno=sockfd)  # reads SO_DOMAIN; ENOTSOCK for a non-socket
+        except OSError as err:
+            self._valid(note.id)
+            return errno.ENOTSOCK if err.errno == errno.ENOTSOCK else errno.ECONNREFUSED
+        try:
+            sock_family = probe.family
+            cookie = int.from_bytes(probe.getsockopt(socket.SOL_SOCKET, sockdiag.SO_NETNS_COOKIE, 8),
+                                    "little")
+        finally:
+            probe.detach()  # the fd stays ours to close
+        if self._cookie is None:
+            # A connect before the supervisor has read the init's pid from bwrap: wait for the
+            # run's namespace (bounded), rather than refuse a connect of the run's own.
+            self._netns_known.wait(5.0)
+            self._valid(note.id)
+        same = self._cookie is not None and cookie == self._cookie
+        target, target_error, pathfd = None, 0, -1
+        try:
+            if sock_family == socket.AF_UNIX and address.kind == "path":
+                target, target_error, pathfd = self._resolve(note, address.name)
+            verdict = decide(sock_family, address, same_netns=same, target=target, target_error=target_error)
+            if verdict.refused:
+                self._record(note.pid, address, verdict.reason)
+                self._valid(note.id)
+            if verdict.action != "connect":
+                return verdict.error
+            connect_to = sockaddr_un(b"/proc/self/fd/%d" % pathfd) if pathfd >= 0 else address.raw
+            if not fcntl.fcntl(sockfd, fcntl.F_GETFL) & os.O_NONBLOCK:
+                self._hand_over()  # this connect may block: let another thread receive
+            return self._linux.connect_raw(sockfd, connect_to)
+        finally:
+            if pathfd >= 0:
+                os.close(pathfd)
+
+    def _resolve(self, note: Notification, path: bytes) -> tuple[str, int, int]:
+        """(outcome, errno, O_PATH fd or -1) of PATH in the caller's root and cwd.
+
+        An absolute path is opened with RESOLVE_IN_ROOT from the caller's root (absolute
+        symlinks and ``..`` stay inside it, as for the caller). A relative path must start
+        at the caller's cwd while ``..`` stops at the caller's root, which openat2 cannot
+        express with one dirfd: we try RESOLVE_BENEATH from the cwd (exact whenever the walk
+        stays below the cwd), and otherwise rebuild the cwd as a path inside the root (see
+        :meth:`_cwd_in_root`). RESOLVE_NO_MAGICLINKS: a ``/proc/PID/root``-style jump would
+        be resolved with *our* view of /proc; such a path is refused (fails closed)."""
+        linux = self._linux
+        flags = os.O_PATH | os.O_CLOEXEC
+        in_root = linux.RESOLVE_IN_ROOT | linux.RESOLVE_NO_MAGICLINKS
+        pid = note.pid
+        try:
+            if path.startswith(b"/"):
+                base = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    self._valid(note.id)
+                    fd = linux.openat2(base, path, flags, in_root)
+                finally:
+                    os.close(base)
+            else:
+                base = os.open(f"/proc/{pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    self._valid(note.id)
+                    try:
+                        fd = linux.openat2(base, path, flags,
+                                           linux.RESOLVE_BENEATH | linux.RESOLVE_NO_MAGICLINKS)
+                    except OSError as err:
+                        if err.errno != errno.EXDEV:
+                            raise
+                        fd = self._open_from_root(note, base, path, flags, in_root)
+                finally:
+                    os.close(base)
+        except OSError as err:
+            if err.errno in (errno.ENOENT, errno.ENOTDIR):
+                return MISSING, err.errno, -1
+            return UNRESOLVABLE, err.errno, -1
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISSOCK(st.st_mode):
+                os.close(fd)
+                return NOT_SOCKET, 0, -1
+            if self._diag is None:
+                os.close(fd)
+                return UNRESOLVABLE, 0, -1  # the run's namespace is not known yet
+            bound = self._diag.bound_files()
+        except (OSError, sockdiag.SockDiagError):
+            os.close(fd)
+            raise
+        if (st.st_dev, st.st_ino) in bound:
+            return RUN_SOCKET, 0, fd
+        os.close(fd)
+        return OUTSIDE_SOCKET, 0, -1
+
+    def _open_from_root(self, note: Notification, cwd: int, path: bytes, flags: int, in_root: int) -> int:
+        """Open relative PATH whose walk leaves the cwd: as ``<cwd inside the root>/PATH``
+        with RESOLVE_IN_ROOT from the root. The cwd's place in the root comes from the
+        /proc links (d_path from our root), and is trusted only when that place opens to the
+        very directory of the cwd fd (same st_dev, st_ino); else OSError(EXDEV): refused."""
+        pid = note.pid
+        root_link = os.fsencode(os.readlink(f"/proc/{pid}/root"))
+        cwd_link = os.fsencode(os.readlink(f"/proc/{pid}/cwd"))
+        if root_link == b"/":
+            inner = cwd_link
+        elif cwd_link == root_link or cwd_link.startswith(root_link + b"/"):
+            inner = cwd_link[len(root_link):] or b"/"
+        else:
+            raise OSError(errno.EXDEV, "cwd outside the root")
+        root = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self._valid(note.id)
+            check = self._linux.openat2(root, inner, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, in_root)
+            try:
+                a, b = os.fstat(check), os.fstat(cwd)
+                if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
+                    raise OSError(errno.EXDEV, "cwd moved")
+            finally:
+                os.close(check)
+            return self._linux.openat2(root, inner.rstrip(b"/") + b"/" + path, flags, in_root)
+        finally:
+            os.close(root)
+
+    def _record(self, pid: int, address: Address, reason: str) -> None:
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as f:
+                comm = f.read().rstrip(b"\n").decode("utf-8", "replace")
+        except OSError:
+            comm = "?"
+        key = (address.describe(), reason)
+        with self._cv:
+            entry = self.refusals.setdefault(key, Refusal(key[0], reason))
+            entry.count += 1
+            if len(entry.callers) < self.MAX_CALLERS:
+                entry.callers.append((pid, comm))
