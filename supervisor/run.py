@@ -32,6 +32,7 @@ from .ending.algorithm import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
 from .ending.lifecycle import RunLifecycle
 from .ending.procfs import ProcfsError
 from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NotProven, UsageError
+from .isolation.diagnose import NESTED_LINE, NetworkUse, inside_a_run, network_line
 from .isolation.later_code import later_code_changes, later_code_sources
 from .isolation.listing import ListingError, collect
 from .isolation.plan import (
@@ -215,6 +216,7 @@ class Run:
         self.fds: list[int] = []
         self.report_r = self.status_r = -1
         self._status_buf = self._report_buf = b""
+        self.network: NetworkUse | None = None  # the run's no-route counters (diagnose.py)
 
     # -- start ---------------------------------------------------------------------------
     def start(self, plan: bytes) -> None:
@@ -278,6 +280,7 @@ class Run:
         except ProcfsError:
             return
         self.init_pid, self.init_pidfd = pid, self.life.init_pidfd
+        self.network = NetworkUse(pid)
 
     def _await_init(self, timeout: float) -> None:
         """bwrap writes the init's pid right after clone(2): wait (bounded) for it, or for
@@ -295,6 +298,8 @@ class Run:
         self._report_buf += _drain(self.report_r)
         if b"\n" in self._report_buf and self.report_line is None:
             self.report_line = self._report_buf.split(b"\n", 1)[0].decode("utf-8", "replace")
+            if self.network is not None:
+                self.network.mark()
 
     # -- wait ----------------------------------------------------------------------------
     def wait(self, wakeup_r: int, pending: list[int]) -> int | None:
@@ -553,6 +558,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         finally:
             ending = run.end()
     ended = time.monotonic()
+    network_attempts = run.network.attempts() if run.network is not None else 0
     report = run.report_line or ""
     proven = report.startswith("ok ")
     later_code = [f"{root}/{line}" for root in audited
@@ -581,12 +587,16 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
                 blocker = userns_blocker() if os.geteuid() != 0 else None
                 if blocker:
                     detail = blocker
+            elif inside_a_run():
+                detail = NESTED_LINE
             else:
                 detail = (f"the probe never reported from inside (is {bwrap} a working bubblewrap?); "
                           "the command was not started by the probe")
             print(f"no-docker: isolation not proven: {detail}", file=sys.stderr)
     if ending.clean and not request.quiet and "child-pid" in run.status:
         print(f"no-docker: {ending.line()}", file=sys.stderr)
+    if network_attempts:
+        print(f"no-docker: {network_line(network_attempts)}", file=sys.stderr)
     if report_file:
         fields = report.split(" ")
         doc = {
@@ -596,6 +606,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             "signal": pending[0] if pending else None, "bwrap": bwrap, "work": policy.work,
             "masked_sockets": list(policy.masked), "listing": listing_json,
             "run_id": life.run_id, "ending": ending.to_json(), "later_code": later_code,
+            "network_attempts": network_attempts,
             "timings_ms": {"listing": round((listed - started) * 1000, 2),
                            "proven": float(fields[1]) if proven else None,
                            "probe": float(fields[2]) if proven else None,
