@@ -51,7 +51,8 @@ if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
     from .ending.algorithm import EndReport
 
 USAGE = ("usage: no-docker run [--work DIR] [--ro PATH]... [--rw PATH]... [--keep-env NAME]... "
-         "[--report FILE] [--max-pids N] [--end-timeout SECONDS] [--quiet] -- CMD [ARG...]")
+         "[--report FILE] [--max-pids N] [--end-timeout SECONDS] [--quiet] -- CMD [ARG...] "
+         "(no-docker run --help explains each)")
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Where bwrap is looked for first: a directory on $PATH may be writable by an earlier run (a
 # venv's bin, ~/bin), and the bubblewrap of the next run must never come from there.
@@ -487,7 +488,9 @@ class _Signals:
 def main(argv: list[str]) -> int:
     started = time.monotonic()
     if argv[:1] in (["-h"], ["--help"]):
-        print(USAGE)
+        from .isolation.run_help import HELP
+
+        print(HELP)
         return 0
     signals = _Signals()  # first: from here on a signal ends the run, never half of it
     report_file = None

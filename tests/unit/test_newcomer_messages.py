@@ -68,3 +68,15 @@ def test_root_as_the_work_dir_is_a_usage_error_whichever_way_it_is_asked(tmp_pat
     args = ["--work", "/", "--", "true"] if how == "--work" else ["--", "true"]
     result = run_no_docker(args, cwd=Path("/") if how == "cwd" else tmp_path)
     assert result.returncode == 2, result.stderr
+
+
+def test_check_names_each_property_not_only_its_number(tmp_path):
+    from no_docker.supervisor.isolation.check import NAMES
+
+    result = run_no_docker(["--quiet", "--", *NO_DOCKER, "check"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = result.stdout.splitlines()
+    assert len(rows) == 11
+    for row in rows:
+        prop, state, name = row.split(None, 2)
+        assert state == "proven" and name == NAMES[prop] and len(name) > 10
