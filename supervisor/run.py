@@ -32,7 +32,13 @@ from .ending.algorithm import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
 from .ending.lifecycle import RunLifecycle
 from .ending.procfs import ProcfsError
 from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NotProven, UsageError
-from .isolation.diagnose import NESTED_LINE, NetworkUse, inside_a_run, network_line
+from .isolation.diagnose import (
+    NESTED_LINE,
+    NetworkUse,
+    inside_a_run,
+    network_line,
+    subdirectory_hint,
+)
 from .isolation.later_code import later_code_changes, later_code_sources
 from .isolation.listing import ListingError, collect
 from .isolation.plan import (
@@ -582,6 +588,9 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         status = code if code is not None else EXIT_NOT_PROVEN
     else:
         status = EXIT_NOT_PROVEN
+        hint = subdirectory_hint(policy.work, report[5:]) if report.startswith("fail ") else None
+        if hint:
+            print(f"no-docker: {hint}", file=sys.stderr)
         if not report.startswith("fail "):
             if "child-pid" not in run.status and not os.environ.get("NO_DOCKER_BWRAP"):
                 detail = ("bubblewrap could not create the sandbox (its message is above); if it cannot "

@@ -131,3 +131,29 @@ class NetworkUse:
         if self.before is None or after is None:
             return 0
         return unexplained_attempts(self.before, after)
+
+
+# -- where to run -----------------------------------------------------------------------------
+
+def repository_above(work: str) -> str | None:
+    """The root of the git repository WORK is a subdirectory of (a parent holding ``.git``), or
+    None when WORK is a repository's root or in none."""
+    if os.path.lexists(os.path.join(work, ".git")):
+        return None
+    parent = os.path.dirname(work)
+    while parent and parent != "/":
+        if os.path.lexists(os.path.join(parent, ".git")):
+            return parent
+        parent = os.path.dirname(parent)
+    return None
+
+
+def subdirectory_hint(work: str, failure: str) -> str | None:
+    """For a refusal that names a git path (P4: ``.../.git/hooks is writable inside the run``)
+    of a run started in a subdirectory of a repository: run from the repository's root."""
+    if not failure.startswith("P4") or "/.git" not in failure:
+        return None
+    root = repository_above(work)
+    if root is None:
+        return None
+    return f"{work} is a subdirectory of the git repository {root}: run there, or pass --work {root}"

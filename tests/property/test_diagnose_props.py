@@ -51,3 +51,19 @@ def test_the_line_never_claims_more_than_was_tried(base4, base6, checks, tried4,
 @given(base=counts, more=counts)
 def test_without_ipv6_counters_nothing_is_claimed(base, more):
     assert unexplained_attempts((base, None), (base + more, None)) == 0
+
+
+def test_a_git_refusal_in_a_subdirectory_says_to_run_from_the_repository_root(tmp_path):
+    from no_docker.supervisor.isolation.diagnose import repository_above, subdirectory_hint
+
+    root = tmp_path / "repo"
+    sub = root / "pkg" / "tests"
+    sub.mkdir(parents=True)
+    (root / ".git").mkdir()
+    failure = f"P4 not proven: {root}/.git/hooks is writable inside the run"
+    assert repository_above(str(sub)) == str(root)
+    assert subdirectory_hint(str(sub), failure) == (
+        f"{sub} is a subdirectory of the git repository {root}: run there, or pass --work {root}")
+    assert subdirectory_hint(str(root), failure) is None  # already the root
+    assert subdirectory_hint(str(sub), "P3 not proven: connect to /x.sock") is None
+    assert repository_above(str(tmp_path)) is None
