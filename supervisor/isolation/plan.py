@@ -172,7 +172,9 @@ def pins_for(protected: list[str], writable_roots: tuple[str, ...]) -> list[str]
 def _real_existing(path: str, flag: str) -> str:
     real = os.path.realpath(path)
     if not os.path.exists(real):
-        raise UsageError(f"{flag} {path}: no such file or directory")
+        # A cache dir that a fresh machine does not have yet (--rw ~/.cache/pip) is the usual case.
+        todo = f" (create it first: mkdir -p {path})" if flag == "--rw" else ""
+        raise UsageError(f"{flag} {path}: no such file or directory{todo}")
     return real
 
 

@@ -80,3 +80,12 @@ def test_check_names_each_property_not_only_its_number(tmp_path):
     for row in rows:
         prop, state, name = row.split(None, 2)
         assert state == "proven" and name == NAMES[prop] and len(name) > 10
+
+
+def test_a_missing_rw_dir_says_how_to_make_it(tmp_path):
+    """Issue 18.10: the README's `--rw ~/.cache/pip` on a fresh machine: exit 2, and what to do."""
+    missing = tmp_path / "home" / ".cache" / "pip"
+    result = run_no_docker(["--rw", str(missing), "--", "true"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"no-docker: --rw {missing}: no such file or directory "
+                                     f"(create it first: mkdir -p {missing})")
