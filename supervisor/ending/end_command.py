@@ -81,6 +81,9 @@ def main(argv: list[str]) -> int:
     markers.ensure_state_dir(state)
     directories = ([markers.marker_dir(state, r) for r in args.run_ids] if args.run_ids
                    else markers.list_markers(state))
+    if not directories:
+        print("no-docker: no runs to end", file=sys.stderr)
+        return 0
     procfs = ProcFS()
     status = 0
     for directory in directories:
