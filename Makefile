@@ -21,14 +21,17 @@ system:
 
 venv: $(VENV)/.installed
 
+# pip's output (progress, build warnings, notices) goes to a log: `make prove` shows one line
+# here, then only what `no-docker prove` prints. On a failure the log's tail is shown.
 $(VENV)/.installed: pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
-	touch $@
+	@echo "make: installing no-docker into $(VENV) (pip's output: $(VENV)/setup.log)"
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@{ $(PY) -m pip install --upgrade pip && $(PY) -m pip install -e '.[test]'; } > $(VENV)/setup.log 2>&1 \
+	  || { tail -n 20 $(VENV)/setup.log >&2; echo "make: pip failed; its whole output: $(VENV)/setup.log" >&2; exit 1; }
+	@touch $@
 
 prove: setup
-	$(VENV)/bin/no-docker prove
+	@$(VENV)/bin/no-docker prove
 
 test: setup
 	$(PY) -m pytest

@@ -89,7 +89,12 @@ def _is_pytest_main_program(config: pytest.Config) -> bool:
 
 
 def reexec_argv(
-    orig_argv: list[str], argv: list[str], executable: str, passed: list[str], ro: list[str] | None = None
+    orig_argv: list[str],
+    argv: list[str],
+    executable: str,
+    passed: list[str],
+    ro: list[str] | None = None,
+    work: str | None = None,
 ) -> list[str]:
     """``no-docker run -- <this pytest command>``: the interpreter, its options and the script or
     ``-m pytest`` taken from ``sys.orig_argv``, the arguments from ``sys.argv``."""
@@ -101,6 +106,7 @@ def reexec_argv(
         "-m",
         "no_docker.supervisor.cli",
         "run",
+        *(["--work", work] if work else []),
         *keep,
         *visible,
         "--",
@@ -108,6 +114,17 @@ def reexec_argv(
         *head,
         *argv[1:],
     ]
+
+
+def work_dir(rootdir: str, cwd: str, home: str) -> str | None:
+    """The run's work dir: pytest's rootdir (where its ini file is, usually the project's root),
+    so a session started from a subdirectory sees its whole project; None (the current directory,
+    as ``no-docker run`` does) when the current directory is not inside it, or when it is $HOME
+    or / (which a run refuses to write)."""
+    root, here = os.path.realpath(rootdir), os.path.realpath(cwd)
+    if root in ("/", os.path.realpath(home) if home else "/"):
+        return None
+    return root if here == root or here.startswith(root.rstrip("/") + "/") else None
 
 
 def plugin_dirs(prefixes: list[str]) -> list[str]:
@@ -163,7 +180,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         )
     passed = [name for name in PASSED_VARS if name in os.environ]
     prefixes = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)]
-    argv = reexec_argv(list(sys.orig_argv), list(sys.argv), sys.executable, passed, plugin_dirs(prefixes))
+    work = work_dir(str(early_config.rootpath), os.getcwd(), os.environ.get("HOME", ""))
+    argv = reexec_argv(
+        list(sys.orig_argv), list(sys.argv), sys.executable, passed, plugin_dirs(prefixes), work
+    )
     # pytest's capture plugin (a hook wrapper around this hook) has already put temporary files
     # on fds 1 and 2; the new process must get the real ones back, or its output is lost.
     capture = early_config.pluginmanager.getplugin("capturemanager")

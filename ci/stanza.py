@@ -13,6 +13,10 @@ Why each piece is there:
 - ``exec``: the isolated copy *replaces* the outside process, so nothing of the script runs
   outside after the line, and signals sent to the script (a cancelled CI step) reach
   ``no-docker run``, which ends every process of the run.
+- ``--work "$w"``: the script's git repository root (``git rev-parse --show-toplevel`` from the
+  script's directory) when the current directory is inside it, so a suite started from a
+  subdirectory sees its whole repository (and its ``.git`` stays protected); else, or when git
+  finds no repository or finds ``$HOME``, the current directory, as ``no-docker run`` would.
 - ``"${BASH:-bash}" "$0" "$@"``: the same interpreter, the same script, the same arguments;
   ``$0`` works whether the script was started as ``./t.sh`` or ``bash t.sh``.
 - when ``no-docker`` is not installed, ``exec`` fails with 127: the script never runs outside.
@@ -26,13 +30,15 @@ from __future__ import annotations
 import argparse
 
 #: Bumped when the line changes; the guard accepts only the current one.
-STANZA_TAG = "# no-docker: re-exec stanza v1"
+STANZA_TAG = "# no-docker: re-exec stanza v2"
 
 STANZA = (
     "no-docker check >/dev/null 2>&1 || { "
     '[ -z "${NO_DOCKER_REEXEC-}" ] || { '
     "echo 'no-docker: re-executed script is still not isolated (no-docker check failed)' >&2; exit 125; }; "
-    "NO_DOCKER_REEXEC=1 exec no-docker run --keep-env NO_DOCKER_REEXEC -- "
+    'if w=$(git -C "$(dirname -- "$0")" rev-parse --show-toplevel 2>/dev/null) && [ "$w" != "${HOME-}" ]; '
+    'then case "$(pwd -P)/" in "$w"/*) ;; *) w=$PWD ;; esac; else w=$PWD; fi; '
+    'NO_DOCKER_REEXEC=1 exec no-docker run --work "$w" --keep-env NO_DOCKER_REEXEC -- '
     '"${BASH:-bash}" "$0" "$@"; }  ' + STANZA_TAG
 )
 

@@ -22,8 +22,19 @@ def build_parser() -> Parser:
                     epilog="exit status: 0 clean, 1 findings or a refusal, 2 usage error")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     lint = sub.add_parser("lint", help="read-only lint; exit 1 with file:line:col reasons",
-                          description="Accept only what is provably read-only (DESIGN §7); otherwise one "
-                          "`file:line:col: code: reason` line per finding and exit 1.")
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          description="Accept a bash payload only when every command in it provably only "
+                          "reads:\nengine subcommands from an allowlist (ps, images, version, info, "
+                          "inspect...),\ncurl with GET/HEAD only, redirections into the run directory "
+                          "only; `bash -c`,\n`sh -c` and `eval` strings are followed. Anything it cannot "
+                          "prove (rm, mv, dd,\ndestructive subcommands, dynamic command names, decoded or "
+                          "downloaded code) is a\nfinding: one `file:line:col: code: reason` line each, "
+                          "and exit 1.\nThe rules and their reasons: docs/mutants.md, section \"The lint\".",
+                          epilog="examples:\n"
+                          "  no-docker mutants lint mutants/payloads/reach-engine.sh\n"
+                          "  no-docker mutants lint mutants/payloads/*.sh\n\n"
+                          "exit status: 0 every file is provably read-only; 1 findings (or a file "
+                          "cannot be read or parsed); 2 usage")
     lint.add_argument("files", nargs="+", type=Path, metavar="FILE", help="bash payload to lint")
     sub.add_parser("verify", help="every payload and pinned helper matches its pin",
                    description="Check every file of mutants/pins.json against its sha256; exit 1 on "

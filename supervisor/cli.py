@@ -49,6 +49,16 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+def did_you_mean(word: str) -> str:
+    """`` (did you mean 'run'?)`` for a mistyped command, or nothing when none is close."""
+    import difflib  # only on this error path
+
+    close = difflib.get_close_matches(word, [*COMMANDS, "--version", "--help"], n=2, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
@@ -59,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name = ALIASES.get(args[0], args[0])
     if name not in COMMANDS:
-        print(f"no-docker: unknown command {args[0]!r}; try no-docker --help", file=sys.stderr)
+        print(f"no-docker: unknown command {args[0]!r}{did_you_mean(args[0])}; try no-docker --help",
+              file=sys.stderr)
         return EXIT_USAGE
     module_name = COMMANDS[name][0]
     if name == "run":
@@ -84,6 +95,13 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_status
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # stdout was closed early (`no-docker prove --help | head`): not an error of ours, and
+        # never a traceback. Later flushes go to /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + 13  # as if SIGPIPE had ended us, as it ends other commands
 
 
 def console_main() -> None:

@@ -32,6 +32,13 @@ from .ending.algorithm import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
 from .ending.lifecycle import RunLifecycle
 from .ending.procfs import ProcfsError
 from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NotProven, UsageError
+from .isolation.diagnose import (
+    NESTED_LINE,
+    NetworkUse,
+    inside_a_run,
+    network_line,
+    subdirectory_hint,
+)
 from .isolation.later_code import later_code_changes, later_code_sources
 from .isolation.listing import ListingError, collect
 from .isolation.plan import (
@@ -51,7 +58,8 @@ if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
     from .isolation.mediation import Mediator
 
 USAGE = ("usage: no-docker run [--work DIR] [--ro PATH]... [--rw PATH]... [--keep-env NAME]... "
-         "[--report FILE] [--max-pids N] [--end-timeout SECONDS] [--quiet] -- CMD [ARG...]")
+         "[--report FILE] [--max-pids N] [--end-timeout SECONDS] [--quiet] -- CMD [ARG...] "
+         "(no-docker run --help explains each)")
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Where bwrap is looked for first: a directory on $PATH may be writable by an earlier run (a
 # venv's bin, ~/bin), and the bubblewrap of the next run must never come from there.
@@ -221,6 +229,7 @@ class Run:
         self.mediator: Mediator | None = None  # P12: answers every connect() of the run
         self.sentinel: Sentinel | None = None
         self.mediation_failure: str | None = None
+        self.network: NetworkUse | None = None  # the run's no-route counters (diagnose.py)
 
     # -- start ---------------------------------------------------------------------------
     def start(self, plan: bytes) -> None:
@@ -300,6 +309,7 @@ class Run:
         except ProcfsError:
             return
         self.init_pid, self.init_pidfd = pid, self.life.init_pidfd
+        self.network = NetworkUse(pid)
         if self.mediator is not None:
             # The init was cloned into the run's namespaces: its network namespace is the run's.
             try:
@@ -327,6 +337,8 @@ class Run:
         self._report_buf += _drain(self.report_r)
         if b"\n" in self._report_buf and self.report_line is None:
             self.report_line = self._report_buf.split(b"\n", 1)[0].decode("utf-8", "replace")
+            if self.network is not None:
+                self.network.mark()
             self._release(self.report_line.startswith("ok "))
 
     def _release(self, proven: bool) -> None:
@@ -590,7 +602,9 @@ class _Signals:
 def main(argv: list[str]) -> int:
     started = time.monotonic()
     if argv[:1] in (["-h"], ["--help"]):
-        print(USAGE)
+        from .isolation.run_help import HELP
+
+        print(HELP)
         return 0
     signals = _Signals()  # first: from here on a signal ends the run, never half of it
     report_file = None
@@ -662,6 +676,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         finally:
             ending = run.end()
     ended = time.monotonic()
+    network_attempts = run.network.attempts() if run.network is not None else 0
     report = run.report_line or ""
     proven = report.startswith("ok ")
     later_code = [f"{root}/{line}" for root in audited
@@ -687,6 +702,9 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         status = code if code is not None else EXIT_NOT_PROVEN
     else:
         status = EXIT_NOT_PROVEN
+        hint = subdirectory_hint(policy.work, report[5:]) if report.startswith("fail ") else None
+        if hint:
+            print(f"no-docker: {hint}", file=sys.stderr)
         if not report.startswith("fail "):
             if "child-pid" not in run.status and not os.environ.get("NO_DOCKER_BWRAP"):
                 detail = ("bubblewrap could not create the sandbox (its message is above); if it cannot "
@@ -695,6 +713,8 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
                 blocker = userns_blocker() if os.geteuid() != 0 else None
                 if blocker:
                     detail = blocker
+            elif inside_a_run():
+                detail = NESTED_LINE
             else:
                 detail = (f"the probe never reported from inside (is {bwrap} a working bubblewrap?); "
                           "the command was not started by the probe")
@@ -706,6 +726,8 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         print(f"no-docker: {line}", file=sys.stderr)
     if ending.clean and not request.quiet and "child-pid" in run.status:
         print(f"no-docker: {ending.line()}", file=sys.stderr)
+    if network_attempts:
+        print(f"no-docker: {network_line(network_attempts)}", file=sys.stderr)
     if report_file:
         fields = report.split(" ")
         doc = {
@@ -716,6 +738,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             "masked_sockets": list(policy.masked), "listing": listing_json,
             "run_id": life.run_id, "ending": ending.to_json(), "later_code": later_code,
             "connects_refused": refused, "mediation_failure": run.mediation_failure,
+            "network_attempts": network_attempts,
             "timings_ms": {"listing": round((listed - started) * 1000, 2),
                            "proven": float(fields[1]) if proven else None,
                            "probe": float(fields[2]) if proven else None,

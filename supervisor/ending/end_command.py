@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 from ..errors import EXIT_NOT_PROVEN, UsageError
 from . import markers
@@ -20,6 +21,28 @@ from .procfs import ProcFS
 
 EXIT_REFUSED = 1
 
+DESCRIPTION = """\
+End leftover runs and prove every process of each gone: runs whose supervisor was killed, or
+that it could not show ended (it then printed this command). The run's marker and cgroups are
+removed once every process is shown gone."""
+
+EPILOG = """\
+examples:
+  no-docker runs                     list the runs, their state and members
+  no-docker end 20261201T120633-bc9ddeb3
+  no-docker end --all                every run whose supervisor is gone
+  no-docker end --force RUN_ID       a run whose supervisor is alive: its command is killed,
+                                     and that supervisor exits 137 (128 + SIGKILL)
+
+exit status:
+  0    every run named was ended and shown empty (also when another `no-docker end` ended
+       it meanwhile, or --all found none)
+  1    refused: the run's supervisor is alive (use --force), or another `no-docker end`
+       of it is still busy
+  2    usage: an unknown RUN_ID (it has ended, or the id is wrong), a bad option
+  125  not proven: a process of the run could not be shown gone; the marker is kept
+       (retry: no-docker end RUN_ID)"""
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
@@ -27,7 +50,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="no-docker end", description="End leftover runs and prove every process gone.")
+    p = _Parser(prog="no-docker end", description=DESCRIPTION, epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to end (see: no-docker runs)")
     p.add_argument("--all", action="store_true", help="every run whose owner is gone")
     p.add_argument("--force", action="store_true", help="also end runs whose supervisor is alive")
@@ -49,13 +73,17 @@ def main(argv: list[str]) -> int:
         if not markers.valid_run_id(run_id):
             raise UsageError(f"end: {run_id!r} is not a run id")
         if not os.path.isdir(markers.marker_dir(state, run_id)):
-            raise UsageError(f"end: no run {run_id} in {state} (no-docker runs lists them)")
+            raise UsageError(f"end: no run {run_id} in {state}: it has ended, or the id is wrong "
+                             "(no-docker runs lists the runs there are)")
     if not os.path.exists(state):
         print("no-docker: no runs", file=sys.stderr)
         return 0
     markers.ensure_state_dir(state)
     directories = ([markers.marker_dir(state, r) for r in args.run_ids] if args.run_ids
                    else markers.list_markers(state))
+    if not directories:
+        print("no-docker: no runs to end", file=sys.stderr)
+        return 0
     procfs = ProcFS()
     status = 0
     for directory in directories:
@@ -66,7 +94,61 @@ def main(argv: list[str]) -> int:
 
 
 def end_one(directory: str, procfs: ProcFS, *, force: bool, timeout: float, skip_live: bool) -> int:
+    """End one run, holding its marker's lock: a concurrent ``end`` of the same run (two
+    ``end ID``, or ``end --all`` racing ``end ID``) waits for this one and then reports what
+    happened, instead of both writing and removing the same marker."""
     run_id = os.path.basename(directory)
+    lock = _lock(directory, run_id, timeout)
+    if lock is None:
+        print(f"no-docker: run {run_id} was ended by another no-docker end meanwhile", file=sys.stderr)
+        return 0
+    if lock < 0:
+        print(f"no-docker: run {run_id} is still being ended by another no-docker end; not ended "
+              f"(try again: no-docker end {run_id})", file=sys.stderr)
+        return EXIT_REFUSED
+    try:
+        return _end_locked(directory, run_id, procfs, force=force, timeout=timeout, skip_live=skip_live)
+    except _MarkerGone:
+        print(f"no-docker: run {run_id} was ended meanwhile (its marker is gone)", file=sys.stderr)
+        return 0
+    finally:
+        os.close(lock)
+
+
+class _MarkerGone(Exception):
+    pass
+
+
+def _write(directory: str, record: markers.RunRecord) -> None:
+    try:
+        markers.write_record(directory, record)
+    except FileNotFoundError:
+        # Removed under us all the same: the next run's stale check removes an empty stale
+        # marker without taking the lock.
+        raise _MarkerGone from None
+
+
+def _lock(directory: str, run_id: str, timeout: float) -> int | None:
+    """The marker's lock fd; None when the run is gone; -1 when another ``end`` still holds it
+    after it had time to finish (its own --timeout and some)."""
+    try:
+        return markers.lock_marker(directory, wait=False)
+    except BlockingIOError:
+        pass
+    print(f"no-docker: run {run_id} is being ended by another no-docker end; waiting for it",
+          file=sys.stderr)
+    deadline = time.monotonic() + max(timeout, DEFAULT_TIMEOUT) + 5.0
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:
+            return markers.lock_marker(directory, wait=False)
+        except BlockingIOError:
+            continue
+    return -1
+
+
+def _end_locked(directory: str, run_id: str, procfs: ProcFS, *, force: bool, timeout: float,
+                skip_live: bool) -> int:
     try:
         record = markers.read_record(directory)
     except markers.CorruptMarker as err:
@@ -85,7 +167,7 @@ def end_one(directory: str, procfs: ProcFS, *, force: bool, timeout: float, skip
         report = EndReport(run_id, clean=True, reason="nothing was started")
     else:
         record.state = markers.ENDING
-        markers.write_record(directory, record)
+        _write(directory, record)
         report = end_run(target_of(record), procfs=procfs, timeout=timeout)
     if report.clean:
         cg = RunCgroup.from_record(record.cgroup)
@@ -96,7 +178,7 @@ def end_one(directory: str, procfs: ProcFS, *, force: bool, timeout: float, skip
         return 0
     record.state = markers.NOT_PROVEN
     record.detail = report.reason
-    markers.write_record(directory, record)
+    _write(directory, record)
     print(f"no-docker: run ended: not proven: {report.reason} (marker kept; retry: no-docker end {run_id})",
           file=sys.stderr)
     return EXIT_NOT_PROVEN

@@ -347,7 +347,14 @@ class RunLifecycle:
 
     def _save(self) -> None:
         if self.directory is not None and self.record is not None:
-            markers.write_record(self.directory, self.record)
+            try:
+                markers.write_record(self.directory, self.record)
+            except FileNotFoundError:
+                if os.path.isdir(self.directory):
+                    raise
+                # `no-docker end --force` ended this run and removed its marker: nothing to
+                # record any more; the ending below still proves every process gone.
+                self.directory = None
 
     def _close(self) -> None:
         if self.init_pidfd is not None:

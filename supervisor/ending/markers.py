@@ -278,6 +278,37 @@ def remove_marker(directory: str | os.PathLike[str]) -> None:
         pass
 
 
+def lock_marker(directory: str | os.PathLike[str], *, wait: bool) -> int | None:
+    """Take the marker directory's lock (``flock`` on the directory itself): the fd that holds
+    it, or None when the directory is gone (or, with ``wait`` False, another process holds it:
+    then ``BlockingIOError`` is raised).
+
+    Only one ``no-docker end`` works on a run at a time; whoever waited finds, once it holds the
+    lock, the run either removed (None: ended by the other) or still there (not proven: it may
+    try again). The lock lives on the directory's inode, so it survives ``remove_marker``'s
+    rename; the path is re-checked against it after locking."""
+    import fcntl  # only `end` locks; the run path never imports it
+
+    directory = os.fspath(directory)
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        held, now = os.fstat(fd), os.stat(directory)
+    except FileNotFoundError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    if (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):
+        os.close(fd)
+        return None
+    return fd
+
+
 def own_identity(procfs: ProcFS | None = None) -> Identity:
     procfs = procfs or ProcFS()
     pid = os.getpid()

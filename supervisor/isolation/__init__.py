@@ -8,6 +8,9 @@
                       tries every route and ``exec``s CMD only when every property is proven.
 - ``syscall_filter``  the classic-BPF filter bwrap applies to every process of the run.
 - ``check``           ``no-docker check``: the probe's checks, standalone, from inside a run.
+- ``diagnose``        one-line explanations from what the kernel shows: a nested run, a command
+                      that tried the network.
+- ``run_help``        ``no-docker run --help``.
 
 May import: the standard library, ``supervisor.errors`` and ``supervisor.record``. Must not
 import ``canary``, ``mutants``, ``ci``, ``proving`` or ``ending`` (the run path stays free of

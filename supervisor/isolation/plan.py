@@ -172,7 +172,9 @@ def pins_for(protected: list[str], writable_roots: tuple[str, ...]) -> list[str]
 def _real_existing(path: str, flag: str) -> str:
     real = os.path.realpath(path)
     if not os.path.exists(real):
-        raise UsageError(f"{flag} {path}: no such file or directory")
+        # A cache dir that a fresh machine does not have yet (--rw ~/.cache/pip) is the usual case.
+        todo = f" (create it first: mkdir -p {path})" if flag == "--rw" else ""
+        raise UsageError(f"{flag} {path}: no such file or directory{todo}")
     return real
 
 
@@ -231,8 +233,9 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
         if home_real and home_real != "/" and is_under(home_real, root):
             # Everything that runs later, outside, lives in $HOME (~/.bashrc, ~/.config/systemd,
             # crontabs...): a run that can write it proves nothing (P4, P11).
-            raise NotProven("P4", f"$HOME ({home_real}) would be writable inside the run: it is inside "
-                            f"{root}", "pass a project directory as --work, or run from one")
+            # Where to run is the caller's choice, like --work /: a usage error (2) either way.
+            raise UsageError(f"P4: $HOME ({home_real}) would be writable inside the run: it is inside "
+                             f"{root} (pass a project directory as --work, or run from one)")
     if not home_real or home_real == "/" or any(is_under(h, home_real) for h in system_ro):
         # No usable $HOME (unset, /, or above a system directory): an empty one elsewhere.
         home = FALLBACK_HOME

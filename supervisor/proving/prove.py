@@ -167,21 +167,28 @@ def network_row(route_id: str, control_log: Mapping[str, tuple[str, str]], contr
 
 def persistence_row(route_id: str, control_log: Mapping[str, tuple[str, str]],
                     isolated_log: Mapping[str, tuple[str, str]], changed: Sequence[str]) -> Row:
-    """One persistence route: checked as files that must be unchanged after the isolated run."""
+    """One persistence route: checked as files that must be unchanged after the isolated run.
+
+    What the payload says of its own write (written, blocked) is only context: inside a run a
+    write to $HOME succeeds, in a throwaway $HOME; the verdict is whether the files outside
+    changed."""
     outcome, detail = control_log.get(route_id, ("not attempted", ""))
-    i_outcome, _ = isolated_log.get(route_id, ("not attempted", ""))
+    i_outcome, i_detail = isolated_log.get(route_id, ("not attempted", ""))
     control_ok: bool | None = outcome in ("written", "blocked")
     if outcome == "unavailable" and detail.strip():
         control_ok = None
+    control = {"written": "yes (written)", "blocked": "no (the write was refused)"}.get(
+        outcome, outcome + (f": {detail}" if detail else ""))
     isolated_ok: bool | None
     if i_outcome == "not attempted":
         isolated, isolated_ok = "NOT ATTEMPTED", None
     elif changed:
-        isolated, isolated_ok = f"FILES CHANGED ({len(changed)})", False
+        isolated, isolated_ok = f"YES: FILES CHANGED outside ({len(changed)})", False
     else:
-        isolated, isolated_ok = f"no (files unchanged; {i_outcome})", True
-    return Row(route_id, "persistence", _short(outcome + (f": {detail}" if detail else "")),
-               _short(isolated), control_ok, isolated_ok)
+        inside = {"written": "written inside, thrown away", "blocked": "the write was refused",
+                  "unavailable": f"{i_detail.strip() or 'not available'} inside"}.get(i_outcome, i_outcome)
+        isolated, isolated_ok = f"no ({inside}; outside unchanged)", True
+    return Row(route_id, "persistence", _short(control), _short(isolated), control_ok, isolated_ok)
 
 
 def _short(text: str, width: int = 60) -> str:
@@ -419,10 +426,45 @@ def prove(say: Callable[[str], None] = lambda text: None) -> tuple[list[Row], Ve
 
 USAGE = "usage: no-docker prove [--json]"
 
+HELP = f"""{USAGE}
+
+Show, on this machine, that a mutant that tries every known route to a container engine
+reaches one without no-docker and none under `no-docker run`.
+
+A fake engine (the canary) answers on the real engine paths (/var/run/docker.sock,
+/run/containerd/containerd.sock, 127.0.0.1:2375, ...) inside a private mount and network
+namespace that hides this machine's real engines: nothing here can reach a real engine. The
+pinned read-only mutant (mutants/payloads/reach-engine.sh, checked against its pin first) then
+runs twice: without isolation, where every available network route must reach the canary,
+and under `no-docker run`, where none may, and files that run later ($HOME start-up files,
+.git hooks and config, autostart, systemd user units, crontab) must stay unchanged outside.
+
+Prints progress on stderr, then a table on stdout (route, kind, reached without isolation,
+reached with isolation) and one verdict line. Routes whose tool is not installed (podman, ctr,
+...) are "unavailable" and said so. Needs: bubblewrap, unshare and nsenter (util-linux); the
+docker CLI for its routes. Root or unprivileged user namespaces.
+
+options:
+  --json      the rows, the verdict and the timings as one JSON object on stdout
+  -h, --help  this help
+
+examples:
+  no-docker prove                 what `make prove` runs
+  no-docker prove --json | jq .verdict
+
+exit status:
+  0    PROVEN: the control reached every available network route, the isolated run none,
+       and no file outside changed
+  1    FAILED: the isolated run reached the canary or changed a file (or the control missed
+       an available route: the proof shows nothing)
+  125  INCOMPLETE: a part could not run (a tool missing, the run refused to start); a part
+       that did not run never counts as proven
+  2    usage"""
+
 
 def main(argv: list[str]) -> int:
     if any(arg in ("-h", "--help") for arg in argv):
-        print(f"{USAGE}\n\n{__doc__.strip()}")
+        print(HELP)
         return 0
     unknown = [arg for arg in argv if arg != "--json"]
     if unknown:

@@ -68,3 +68,55 @@ def test_other_commands_exit_normally():
     out = _console("--version")
     assert out.returncode == 0 and out.stdout.startswith("no-docker ")
     assert "teardown ran" in out.stderr
+
+
+def test_a_mistyped_command_gets_did_you_mean():
+    out = no_docker("chek")
+    assert out.returncode == 2
+    assert "unknown command 'chek' (did you mean 'check'?)" in out.stderr
+    assert "did you mean" not in no_docker("frobnicate").stderr  # nothing close: no guess
+
+
+def _options_in_usage(usage: str) -> list[str]:
+    return sorted({word.strip("[]") for word in usage.split() if word.strip("[]").startswith("--")
+                   and word.strip("[]") not in ("--", "--help")})
+
+
+def test_run_help_explains_every_option_with_an_example():
+    from no_docker.supervisor.run import USAGE
+
+    out = no_docker("run", "--help")
+    assert out.returncode == 0 and out.stderr == ""
+    explained = [line.split()[0] for line in out.stdout.splitlines() if line.startswith("  --")]
+    assert set(_options_in_usage(USAGE)) <= set(explained), explained
+    assert "examples:" in out.stdout and "exit status:" in out.stdout
+    assert "thrown away" in out.stdout  # /tmp, /var/tmp and $HOME inside a run
+
+
+def test_check_and_prove_help_speak_to_users():
+    check = no_docker("check", "--help")
+    assert check.returncode == 0 and "--json" in check.stdout and "examples:" in check.stdout
+    assert "P1   own pid namespace" in check.stdout
+    prove = no_docker("prove", "--help")
+    assert prove.returncode == 0 and "examples:" in prove.stdout and "exit status:" in prove.stdout
+    assert "``" not in prove.stdout and "outer_guard" not in prove.stdout  # not a raw docstring
+
+
+def test_mutants_lint_help_cites_only_files_that_exist():
+    import re
+    from pathlib import Path
+
+    out = no_docker("mutants", "lint", "--help")
+    assert out.returncode == 0 and "DESIGN" not in out.stdout
+    repo = Path(cli.__file__).resolve().parents[1]
+    for cited in re.findall(r"docs/[\w.-]+\.md", out.stdout):
+        assert (repo / cited).is_file(), cited
+
+
+def test_a_closed_stdout_is_not_a_traceback():
+    proc = subprocess.Popen([sys.executable, "-m", "no_docker.supervisor.cli", "prove", "--help"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first byte (`| head -0`)
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 141 and "Traceback" not in err, err

@@ -154,3 +154,31 @@ def test_dash_dash_end_alias_and_runs_with_nothing():
     assert _cli("--end", "--all").returncode == 0
     listing = _cli("runs")
     assert listing.returncode == 0 and listing.stdout == ""
+
+
+def test_concurrent_ends_of_one_run_one_works_the_others_report(tmp_path, monkeypatch):
+    """Issue 18.2: N `end` of one run at once (`end ID` and `end --all` mixed) printed a
+    double traceback (FileNotFoundError in markers.write_record) or 125 "no run.json". One
+    must do the work; each other one waits and reports, or (started after it) finds no run."""
+    monkeypatch.setenv("NO_DOCKER_STATE_DIR", str(tmp_path / "state"))  # --all sees only ours
+    for _ in range(2):
+        run_id, record = _orphaned_run(die_with_parent=False)
+        try:
+            argvs = [["end", run_id] if i % 2 else ["end", "--all"] for i in range(5)]
+            procs = [subprocess.Popen(NO_DOCKER + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True) for argv in argvs]
+            results = [(p.wait(timeout=60), p.stderr.read()) for p in procs]
+            for p in procs:
+                p.stdout.close()
+                p.stderr.close()
+            for code, err in results:
+                assert "Traceback" not in err and code in (0, 2), (code, err)
+                if code == 2:
+                    assert f"no run {run_id}" in err and "it has ended" in err, err
+            workers = [err for _, err in results if f"run {run_id} ended, " in err]
+            assert len(workers) == 1, results
+            assert "0 left" in workers[0]
+            assert not os.path.exists(markers.marker_dir(markers.state_dir(), run_id))
+            assert not Path(record.cgroup["pids_v1"]).exists()
+        finally:
+            _cleanup(record)

@@ -190,3 +190,29 @@ def test_removal_never_shows_a_listed_marker_without_its_record(tmp_path):
         markers.remove_marker(directory)
     assert seen and all(listing == [] for listing in seen), seen
     assert not directory.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_lock_marker_is_exclusive_and_reports_a_removed_marker(tmp_path):
+    directory = tmp_path / "20990101T000000-0000abcd"
+    directory.mkdir()
+    first = markers.lock_marker(directory, wait=False)
+    assert first is not None
+    try:
+        with pytest.raises(BlockingIOError):
+            markers.lock_marker(directory, wait=False)
+        markers.remove_marker(directory)  # renamed away while locked: the lock stays on the inode
+    finally:
+        os.close(first)
+    assert markers.lock_marker(directory, wait=False) is None
+
+
+def test_a_supervisor_whose_marker_was_removed_by_end_force_goes_on(tmp_path):
+    """`no-docker end --force ID` of a live run removes the marker under its supervisor; the
+    supervisor's next record write raised FileNotFoundError (a traceback at its end)."""
+    from no_docker.supervisor.ending.lifecycle import RunLifecycle
+
+    life = RunLifecycle(["x"], use_cgroup=False, check_stale=False, state=tmp_path / "state")
+    with life:
+        markers.remove_marker(life.directory)
+        life.spawning()  # writes the record: the marker is gone
+        assert life.directory is None

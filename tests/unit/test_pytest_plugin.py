@@ -252,3 +252,33 @@ def test_bad_ini_value_is_a_usage_error_naming_the_key(tmp_path: Path) -> None:
         "ini option no_docker: invalid truth value 'maybe' (use true or false)" in proc.stdout + proc.stderr
     )
     assert views(root) == []
+
+
+def test_work_dir_is_the_rootdir_when_the_session_starts_inside_it() -> None:
+    from no_docker.ci.pytest_plugin import work_dir
+
+    assert work_dir("/p", "/p/tests/unit", "/home/u") == "/p"
+    assert work_dir("/p", "/p", "/home/u") == "/p"
+    assert work_dir("/p", "/elsewhere", "/home/u") is None  # the current directory, as before
+    assert work_dir("/p", "/pq", "/home/u") is None
+    assert work_dir("/home/u", "/home/u/proj", "/home/u") is None  # a run refuses $HOME
+    assert work_dir("/", "/srv", "") is None
+
+
+@needs_bwrap
+def test_from_a_subdirectory_the_session_sees_the_whole_project(tmp_path: Path) -> None:
+    """Issue 18.4: started in a subdirectory, the run's work dir was that subdirectory: the
+    project's root (pytest's rootdir, with its pytest.ini and .git) was not there inside."""
+    root = make_project(tmp_path / "proj", test_body="    assert open('../at-root.txt').read() == 'here'")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "at-root.txt").write_text("here")
+    sub = root / "sub"
+    sub.mkdir()
+    (root / "test_view.py").rename(sub / "test_view.py")
+    base = {k: v for k, v in os.environ.items() if k not in (REEXEC_VAR, "PYTEST_ADDOPTS")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", *PLUGIN, "-q", "-p", "no:cacheprovider",
+                           "--no-docker"],
+                          cwd=sub, env=base, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [v["where"] for v in views(root)] == ["conftest"]  # the root's conftest, inside
+    assert views(root)[0]["netns"] != outside_view()["netns"]

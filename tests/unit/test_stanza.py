@@ -89,12 +89,14 @@ def test_outside_the_script_reexecutes_itself_with_its_arguments(
 ) -> None:
     script = write_script(tmp_path / "suite.sh", 'printf "%s|" "$@"; exit 7')
     proc = subprocess.run(
-        [str(script), "a b", "", "c*"], env=fake_no_docker, capture_output=True, text=True, timeout=60
+        [str(script), "a b", "", "c*"], cwd=tmp_path, env=fake_no_docker, capture_output=True, text=True,
+        timeout=60,
     )
     assert (proc.returncode, proc.stdout) == (7, "a b||c*|")
     first, run, second = calls(fake_no_docker)
     assert first.split() == ["check"]
-    assert run.startswith("run --keep-env NO_DOCKER_REEXEC -- ") and run.endswith(f"{script} a\\ b '' c\\* ")
+    assert run.startswith(f"run --work {tmp_path} --keep-env NO_DOCKER_REEXEC -- ")  # not a repository
+    assert run.endswith(f"{script} a\\ b '' c\\* ")
     assert second.split() == ["check"]  # the re-executed script checked again, and passed
 
 
@@ -159,3 +161,48 @@ def test_real_stanza_runs_the_script_isolated(tmp_path: Path) -> None:
     assert view["netns"] != os.readlink("/proc/self/ns/net")
     assert view["ifaces"] == ["lo"]
     assert view["args"] == ["x y", "z"]
+
+
+@pytest.mark.parametrize("where", ["root", "subdirectory"])
+def test_the_work_dir_is_the_scripts_repository_root(
+    tmp_path: Path, fake_no_docker: dict, where: str
+) -> None:
+    """Issue 18.4: from a subdirectory of a repository the stanza ran with the subdirectory as
+    work dir; it takes the repository's root (when the current directory is inside it)."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    script = write_script(repo / "tests" / "suite.sh", "echo body")
+    cwd = repo if where == "root" else repo / "tests"
+    proc = subprocess.run(["bash", str(script)], cwd=cwd, env=fake_no_docker, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert calls(fake_no_docker)[1].startswith(f"run --work {repo.resolve()} ")
+
+
+def test_outside_the_scripts_repository_the_work_dir_stays_the_current_one(
+    tmp_path: Path, fake_no_docker: dict
+) -> None:
+    repo, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
+    repo.mkdir()
+    elsewhere.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    script = write_script(repo / "suite.sh", "echo body")
+    proc = subprocess.run(["bash", str(script)], cwd=elsewhere, env=fake_no_docker, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert calls(fake_no_docker)[1].startswith(f"run --work {elsewhere} ")
+
+
+@needs_bwrap
+def test_real_stanza_from_a_subdirectory_sees_its_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    write_script(repo / "tests" / "suite.sh", "git status --short >/dev/null && echo git-ok; "
+                 "touch ../.git/hooks/x 2>/dev/null || echo hooks-read-only")
+    env = {**os.environ, "PATH": f"{Path(NO_DOCKER).parent}:{os.environ['PATH']}"}
+    env.pop("NO_DOCKER_REEXEC", None)
+    proc = subprocess.run(["bash", "suite.sh"], cwd=repo / "tests", env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert (proc.returncode, proc.stdout) == (0, "git-ok\nhooks-read-only\n"), proc.stderr

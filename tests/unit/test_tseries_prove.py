@@ -137,3 +137,16 @@ def test_shipped_fixture_target_is_the_tests_copy():
     tests_copy = Path(__file__).resolve().parents[1] / "fixtures" / "devenv" / pv.DEVENV_SCRIPT_NAME
     assert tests_copy.read_text() == pv.DEVENV_SCRIPT
     assert pv.MUTANT_MARKER in pv.DEVENV_SCRIPT
+
+
+def test_persistence_rows_read_plainly():
+    """Issue 18.11: "no (files unchanged; written)" read as if the write had happened outside."""
+    cron = ("unavailable", "crontab not found")
+    control = {"bashrc": ("written", ""), "git-config": ("written", ""), "crontab": cron}
+    inside = {"bashrc": ("written", ""), "git-config": ("blocked", ""), "crontab": cron}
+    rows = {r: pv.persistence_row(r, control, inside, []) for r in control}
+    assert (rows["bashrc"].control, rows["bashrc"].isolated) == (
+        "yes (written)", "no (written inside, thrown away; outside unchanged)")
+    assert rows["git-config"].isolated == "no (the write was refused; outside unchanged)"
+    assert rows["crontab"].isolated == "no (crontab not found inside; outside unchanged)"
+    assert rows["crontab"].control_ok is None
