@@ -96,11 +96,13 @@ class Engine:
 class BackgroundRun:
     """``no-docker run --report R -- python WAITER ROUTE PATHS...`` inside the guard, on a thread."""
 
-    def __init__(self, guard, work: Path, route: str, paths: list[str], extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, guard, work: Path, route: str, paths: list[str], extra: tuple[str, ...] = (),
+                 program: str = WAITER, program_args: list[str] | None = None) -> None:
         self.work = work
         self.report = work.parent / f"{work.name}-report.json"
+        args = [route, *paths] if program_args is None else program_args
         argv = no_docker_argv("run", "--report", str(self.report), *extra, "--", sys.executable, "-I", "-c",
-                              WAITER, route, *paths)
+                              program, *args)
         self.result = None
         self.error: BaseException | None = None
 

@@ -27,7 +27,7 @@ def test_true_prints_nothing_on_stdout_and_one_status_line(tmp_path):
     lines = result.stderr.splitlines()
     assert len(lines) == 2 and lines[0].startswith("no-docker: isolation proven in ")
     assert lines[1].startswith("no-docker: run ") and ", 0 left, " in lines[1]  # DESIGN §3
-    assert lines[0].endswith("(12 properties)")
+    assert lines[0].endswith("(13 properties)")
 
 
 @needs_bwrap
