@@ -32,7 +32,7 @@ from .ending.algorithm import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
 from .ending.lifecycle import RunLifecycle
 from .ending.procfs import ProcfsError
 from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NotProven, UsageError
-from .isolation.later_code import later_code_changes, later_code_sources
+from .isolation.later_code import LaterCodeAudit
 from .isolation.listing import ListingError, collect
 from .isolation.plan import (
     Request,
@@ -530,12 +530,11 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             raise NotProven("P3", f"outside socket listing refused: {err}",
                             "it cannot be shown unreachable without knowing it") from err
         listed = time.monotonic()
-        policy = build_policy(request, listing, environ, probe_source=probe_source_path())
         # Files created during the run that make git or a shell run code later, outside (a new
-        # .git/commondir, a gitlink + sub/.git, .envrc...) cannot be blocked by mounts: they
-        # are fingerprinted now and compared once every process of the run is gone.
-        audited = [policy.work, *policy.rw]
-        later_before = {root: later_code_sources(root) for root in audited}
+        # .git/commondir, a new bare layout, .envrc...) cannot be blocked by mounts: build_policy
+        # fingerprints them (audit) and they are compared once every process of the run is gone.
+        audit = LaterCodeAudit()
+        policy = build_policy(request, listing, environ, probe_source=probe_source_path(), audit=audit)
         listing_json = listing.to_json()
         plan = encode_plan(plan_items(policy, request, listing_json, started))
 
@@ -555,8 +554,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     ended = time.monotonic()
     report = run.report_line or ""
     proven = report.startswith("ok ")
-    later_code = [f"{root}/{line}" for root in audited
-                  for line in later_code_changes(later_before[root], later_code_sources(root))]
+    later_code = audit.changes()
     if not ending.clean:
         # The run's processes could not be shown gone: that outranks every other status.
         print(f"no-docker: ending not proven: {ending.reason}; the run's marker is kept; "
