@@ -324,7 +324,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
         tool = parent if os.path.isfile(os.path.join(parent, "pyvenv.cfg")) else real
         if tool not in rw:
             protected.append(tool)
-    pinned += pins_for(protected, writable_roots)
+    pinned += pins_for(protected, (*writable_roots, *git_rw))
     proc_readonly = tuple(p for p in ("/proc/sys", "/proc/sysrq-trigger") if os.path.exists(p))
     draft = Policy(work=work, chdir=chdir, home=home, system_ro=tuple(system_ro), proc_readonly=proc_readonly,
                    system_symlinks=tuple(symlinks), hidden=tuple(dict.fromkeys(hidden)),
