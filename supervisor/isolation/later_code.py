@@ -587,7 +587,43 @@ def survey(root: str, limit: int = WALK_LIMIT, own_venvs: tuple[str, ...] = ()) 
         found.sources["(walk)"] = f"failed: {err.strerror}"
     finally:
         os.close(root_fd)
+    for gitdir in found.gitdirs[:_CONFIGURED_LIMIT]:
+        found.sources.update(_configured_sources(root, gitdir))
     return found
+
+
+_CONFIGURED_LIMIT = 1000  # git directories whose config is followed (then: past the walk's cost)
+
+
+def _configured_sources(root: str, gitdir: str) -> dict[str, str]:
+    """What GITDIR's config makes git run from inside ROOT: its core.hooksPath directory (each
+    hook in it) and the files it includes, fingerprinted by their path relative to ROOT."""
+    try:
+        hooks, includes = git_config_code_paths(_read_text(os.path.join(gitdir, "config")))
+    except OSError:
+        return {}
+    worktree = os.path.dirname(gitdir) if os.path.basename(gitdir) == ".git" else gitdir
+    sources = {}
+    for value, base, is_dir in [(h, worktree, True) for h in hooks] + [(i, gitdir, False) for i in includes]:
+        if value.startswith("~"):
+            continue  # under $HOME: not the run's to write (where its start-up links lead aside)
+        path = os.path.normpath(os.path.join(base, value))
+        if not is_under(path, root) or path == root:
+            continue
+        rel = path[len(root.rstrip("/")) + 1:]
+        sources[rel] = kind = _entry_kind(path)
+        if not (is_dir and kind == "dir"):
+            continue
+        try:
+            dir_fd = open_nofollow(path, _WALK_DIR)
+        except OSError:
+            continue
+        try:
+            for name in sorted(os.listdir(dir_fd))[:200]:
+                sources[f"{rel}/{name}"] = _kind_at(dir_fd, name)
+        finally:
+            os.close(dir_fd)
+    return sources
 
 
 def later_code_sources(work: str, limit: int = WALK_LIMIT) -> dict[str, str]:

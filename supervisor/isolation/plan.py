@@ -13,7 +13,7 @@ import sys
 
 from ..errors import NotProven, UsageError
 from ..record import record
-from .later_code import STARTUP_FILES, LaterCodeAudit, git_layout, home_link_targets
+from .later_code import STARTUP_FILES, LaterCodeAudit, git_layout, home_link_targets, read_regular
 from .listing import Listing
 from .policy import (
     FALLBACK_HOME,
@@ -412,8 +412,8 @@ def probe_program(source: str) -> str:
     cached = bootstrap.cache_from_source(source)
     try:
         st = os.stat(source)
-        with open(cached, "rb") as f:
-            head = f.read(16)
+        # Where no-docker works on itself, __pycache__ is in the work dir: never a FIFO or a link.
+        head = read_regular(cached, 16)
     except OSError:
         head = b""
     if (len(head) == 16 and head[:4] == bootstrap.MAGIC_NUMBER and head[4:8] == bytes(4)

@@ -183,3 +183,17 @@ def test_changes_name_every_difference_once(before, after):
     differing = {k for k in set(before) | set(after) if before.get(k, "absent") != after.get(k, "absent")}
     assert sorted(line.split(":", 1)[0] for line in lines) == sorted(differing)
     assert later_code.later_code_changes(before, before) == []
+
+
+def test_hooks_path_and_includes_of_every_repository_are_audited(tmp_path):
+    root = tmp_path / "root"
+    layout(root / "nested" / ".git")
+    (root / "nested" / ".git" / "config").write_text(
+        "[core]\n\thooksPath = .hooks\n[include]\n\tpath = ../../team.inc\n\tpath = ~/.elsewhere\n")
+    (root / "nested" / ".hooks").mkdir()
+    audit = later_code.LaterCodeAudit()
+    audit.start([str(root)], [])
+    (root / "nested" / ".hooks" / "pre-commit").write_text("#!/bin/sh\n")
+    (root / "team.inc").write_text("[core]\n\tfsmonitor = x\n")
+    changed = [line.split(":", 1)[0] for line in audit.changes()]
+    assert changed == [f"{root}/nested/.hooks/pre-commit", f"{root}/team.inc"], changed
