@@ -255,93 +255,31 @@ def git_layout(work: str, home: str = "") -> tuple[list[str], list[str], list[st
     if os.path.isdir(modules):
         for sub in sorted(os.listdir(modules))[:200]:
             candidates += [os.path.join(modules, sub, "hooks"), os.path.join(modules, sub, "config")]
-    for link in _gitlinks_of(gitdir, common)[:200]:
-        # A submodule with its own .git directory (an "embedded" one): `git status` outside
-        # recurses into it and reads its config, so that config runs code later as well.
-        embedded = os.path.join(work, link, ".git")
-        if os.path.isdir(embedded) and os.path.realpath(embedded) == embedded:
-            pinned.append(embedded)  # cannot be renamed away and replaced
-            candidates += [os.path.join(embedded, "hooks"), os.path.join(embedded, "config")]
+    # A submodule with its own .git directory (an "embedded" one, which `git status` outside
+    # recurses into) and every other git directory below: found by the walk (``survey``),
+    # which replaced a parse of the index for gitlinks (as costly as the walk on a large index).
     protected += [p for p in dict.fromkeys(candidates) if os.path.lexists(p) and not os.path.islink(p)]
     return pinned, protected, extra_rw
 
 
-def _gitlinks_of(gitdir: str, common: str) -> list[str]:
-    try:
-        data = read_regular(os.path.join(gitdir, "index"), _INDEX_LIMIT + 1)
-        if len(data) > _INDEX_LIMIT:
-            return []
-        return index_gitlinks(data, 32 if _object_format(common) == "sha256" else 20)
-    except (OSError, ValueError):
-        return []
-
-
 # --- what runs later, outside: checked again once the run has ended ------------------------
 # A read-only bind protects only what exists when the run starts. Git follows files the run
-# can still create in the writable .git and work tree (found by the red-team review, each a
-# `git status` outside that ran the run's code): ``.git/commondir`` moves the config and hooks
-# git reads to a directory of the run's choosing; a gitlink in the (writable) index plus a new
-# ``sub/.git`` file makes `git status` in the protected repo recurse into a submodule whose
-# config sets ``core.fsmonitor``. New start-up files (.envrc...) and a new .git belong here too.
-# So the supervisor takes ``later_code_sources`` before the run and again after every process
-# of it has ended (nothing can race it then), and ``later_code_changes`` names what differs.
-_GITLINK = 0o160000
-_INDEX_LIMIT = 64 << 20  # an index larger than this is not parsed (and counts as a change)
-
-
-def index_gitlinks(data: bytes, hash_len: int = 20) -> list[str]:
-    """Paths of the gitlink (submodule) entries of a git index file (versions 2, 3 and 4;
-    gitformat-index(5)). ValueError when DATA is not an index."""
-    if len(data) < 12 or data[:4] != b"DIRC":
-        raise ValueError("not a git index (no DIRC signature)")
-    version = int.from_bytes(data[4:8], "big")
-    count = int.from_bytes(data[8:12], "big")
-    if version not in (2, 3, 4):
-        raise ValueError(f"git index version {version} is not supported")
-    pos, previous, links = 12, b"", []
-    for _ in range(count):
-        start = pos
-        if pos + 40 + hash_len + 2 > len(data):
-            raise ValueError("git index entry runs past the end of the file")
-        mode = int.from_bytes(data[pos + 24:pos + 28], "big")
-        flags = int.from_bytes(data[pos + 40 + hash_len:pos + 42 + hash_len], "big")
-        pos += 42 + hash_len
-        if version >= 3 and flags & 0x4000:
-            pos += 2  # extended flags
-        if version == 4:
-            strip, shift = 0, 0
-            while True:  # the offset varint of gitformat-index(5): 7 bits a byte, +1 per continuation
-                if pos >= len(data):
-                    raise ValueError("git index path prefix runs past the end of the file")
-                byte = data[pos]
-                pos += 1
-                strip = (strip << 7) | (byte & 0x7F) if shift else byte & 0x7F
-                shift += 1
-                if not byte & 0x80:
-                    break
-                strip += 1
-            end = data.find(b"\0", pos)
-            if end < 0 or strip > len(previous):
-                raise ValueError("bad git index path")
-            name = previous[:len(previous) - strip] + data[pos:end]
-            pos = end + 1
-        else:
-            end = data.find(b"\0", pos)
-            if end < 0:
-                raise ValueError("git index path runs past the end of the file")
-            name = data[pos:end]
-            pos = start + ((end - start) // 8 + 1) * 8  # 1-8 NULs pad the entry to 8 bytes
-        previous = name
-        if mode == _GITLINK:
-            links.append(name.decode("utf-8", "surrogateescape"))
-    return links
+# can still create in the writable .git and work tree (found by the red-team reviews, each a
+# `git status` or `git log` outside that ran the run's code): ``.git/commondir`` moves the
+# config and hooks git reads to a directory of the run's choosing; a new ``sub/.git`` file (with
+# a gitlink in the writable index) makes `git status` recurse into a submodule whose config
+# sets ``core.fsmonitor``; HEAD + objects/ + refs/ copied into any directory make it a bare
+# repository with a config of the run's. New start-up files (.envrc...) belong here too. So
+# the supervisor walks every writable root before the run and again after every process of
+# it has ended (nothing can race it then), and ``later_code_changes`` names what differs.
 
 
 def _fingerprint(st: os.stat_result, data: bytes | None, link: str | None = None) -> str:
     """What a path is, for comparing before and after a run: "absent", "dir", "symlink:TARGET",
     "special:MODE" or "file:FIRST-LINE (N bytes)" followed by a NUL and the whole content (the
     first line is what git follows in a .git file; the content is compared, never shown).
-    The content itself rather than a hash: importing hashlib costs 2 ms of every start-up."""
+    The content itself rather than a hash: importing hashlib costs 2 ms of every start-up.
+    DATA holds at most _FILE_LIMIT + 1 bytes."""
     if link is not None:
         return "symlink:" + link
     if stat.S_ISDIR(st.st_mode):
@@ -352,11 +290,12 @@ def _fingerprint(st: os.stat_result, data: bytes | None, link: str | None = None
         return f"special:{stat.S_IFMT(st.st_mode):o} ctime={st.st_ctime_ns}"
     if data is None:
         return f"unreadable ctime={st.st_ctime_ns}"
-    if len(data) > _FILE_LIMIT:
-        import hashlib  # only for a file this large: rare, and never a config git reads
-
-        data = data[:_FILE_LIMIT] + hashlib.sha256(data).hexdigest().encode()
     first = data.split(b"\n", 1)[0][:200].decode("utf-8", "replace")
+    if len(data) > _FILE_LIMIT:
+        # Read no further (bounded reads): a write anywhere in it moves its ctime, which no
+        # unprivileged process can set back.
+        return f"file:{first} ({st.st_size} bytes) ino={st.st_ino} ctime={st.st_ctime_ns}\0" + data[
+            :_FILE_LIMIT].decode("latin-1")
     return f"file:{first} ({st.st_size} bytes)\0" + data.decode("latin-1")
 
 
@@ -380,7 +319,7 @@ def _kind_at(dir_fd: int, name: str) -> str:
         return _fingerprint(st, None)
     try:
         st = os.fstat(fd)
-        data = _read_fd(fd, name, 4 * _FILE_LIMIT) if stat.S_ISREG(st.st_mode) else None
+        data = _read_fd(fd, name, _FILE_LIMIT + 1) if stat.S_ISREG(st.st_mode) else None
     except OSError:
         data = None
     finally:
@@ -682,14 +621,6 @@ def home_link_targets(home: str, names: tuple[str, ...], roots: tuple[str, ...])
         if real != path and any(is_under(real, root) for root in roots):
             found.append(real)
     return list(dict.fromkeys(found))
-
-
-def _object_format(gitdir: str) -> str:
-    try:
-        text = _read_text(os.path.join(gitdir, "config"))
-    except OSError:
-        return "sha1"
-    return "sha256" if "objectformat = sha256" in text.replace("\t", " ").lower() else "sha1"
 
 
 def later_code_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:

@@ -1,9 +1,9 @@
 """T-59: the supervisor never opens what a run left in the work dir through a link (issue 16,
-item A2). A previous run replaced `.git/index` with a symlink to a FIFO outside; the next
-run's gitlink scan opened it (following the link) before checking it was a regular file, and
-opening a FIFO's read end wakes the writer blocked on it, outside (a device could act). Every
-open of a run-writable path: lstat first, no link in any component, O_NONBLOCK, regular files
-only, bounded reads."""
+item A2). A previous run replaced `.git/index` (or `.git/commondir`, `.git/config`) with a
+symlink to a FIFO outside; the next run's supervisor opened it (following the link) before
+checking it was a regular file, and opening a FIFO's read end wakes the writer blocked on it,
+outside (a device could act). Every open of a run-writable path: lstat first, no link in any
+component, O_NONBLOCK, regular files only, bounded reads."""
 
 from __future__ import annotations
 
@@ -12,17 +12,19 @@ import subprocess
 import sys
 import time
 
+import pytest
 from isolation_cases import require_bwrap, run
 from later_code_cases import GIT_ENV, repo
 
 
-def test_a_link_to_a_fifo_outside_is_never_opened(tmp_path):
+@pytest.mark.parametrize("name", ["commondir", "config"])
+def test_a_link_to_a_fifo_outside_is_never_opened(tmp_path, name):
     require_bwrap()
     work = repo(tmp_path / "work")
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    (work / ".git" / "index").unlink(missing_ok=True)
-    (work / ".git" / "index").symlink_to(fifo)
+    (work / ".git" / name).unlink(missing_ok=True)
+    (work / ".git" / name).symlink_to(fifo)
     # Outside: a writer that blocks in open() until someone opens the FIFO's read end.
     writer = subprocess.Popen([sys.executable, "-c", f"open({str(fifo)!r}, 'w').close()"],
                               start_new_session=True)

@@ -197,3 +197,19 @@ def test_hooks_path_and_includes_of_every_repository_are_audited(tmp_path):
     (root / "team.inc").write_text("[core]\n\tfsmonitor = x\n")
     changed = [line.split(":", 1)[0] for line in audit.changes()]
     assert changed == [f"{root}/nested/.hooks/pre-commit", f"{root}/team.inc"], changed
+
+
+def test_a_change_past_the_read_bound_of_a_large_hook_is_seen(tmp_path, monkeypatch):
+    monkeypatch.setattr(later_code, "_FILE_LIMIT", 64)
+    root = tmp_path / "root"
+    layout(root / ".git")
+    (root / ".git" / "hooks").mkdir()
+    hook = root / ".git" / "hooks" / "pre-commit"
+    hook.write_bytes(b"#!/bin/sh\n" + b"#" * 400)
+    audit = later_code.LaterCodeAudit()
+    audit.start([str(root)], [])
+    assert audit.changes() == []
+    with open(hook, "r+b") as f:  # same size, same first MiB (here: 64 bytes), a new tail
+        f.seek(350)
+        f.write(b"touch x\n")
+    assert [line.split(":", 1)[0] for line in audit.changes()] == [str(hook)]
