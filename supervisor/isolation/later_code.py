@@ -593,6 +593,10 @@ class LaterCodeAudit:
                 raise NotProven("P4", f"{found.root} holds {found.too_large}: the check for code left "
                                 "to run later, outside, walks all of it on every run and must stop there",
                                 "run in a smaller work dir (move generated trees out of it)")
+            if "(walk)" in found.sources:  # never a partial walk: what it missed is unprotected
+                raise NotProven("P4", f"{found.root} cannot be walked for code that runs later, outside: "
+                                f"{found.sources['(walk)']}",
+                                "make it readable, or choose another --work/--rw")
         self.before = self._combine(surveys)
         return surveys
 

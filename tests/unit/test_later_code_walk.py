@@ -213,3 +213,12 @@ def test_a_change_past_the_read_bound_of_a_large_hook_is_seen(tmp_path, monkeypa
         f.seek(350)
         f.write(b"touch x\n")
     assert [line.split(":", 1)[0] for line in audit.changes()] == [str(hook)]
+
+
+def test_a_walk_that_fails_part_way_refuses_the_run(tmp_path, monkeypatch):
+    def broken(*args: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(later_code, "_walk", broken)
+    with pytest.raises(NotProven, match="cannot be walked for code that runs later, outside: failed: Input"):
+        later_code.LaterCodeAudit().start([str(tmp_path)], [])
