@@ -353,7 +353,7 @@ def _entry_kind(path: str) -> str:
 # sitecustomize, and its bin/, at its next use: the same.
 WALK_LIMIT = 200_000  # files and directories; past it the run is refused (125), never cut short
 WALK_DEPTH = 128
-_FILE_LIMIT = 1 << 20
+_FILE_LIMIT = 64 << 10  # bytes compared as content; past it (a binary in a venv's bin/): inode and ctime
 _WALK_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _GIT_FILES = ("config", "config.worktree", "commondir", "HEAD")
 _GIT_DIRS = ("hooks", "info")

@@ -209,7 +209,7 @@ def test_a_change_past_the_read_bound_of_a_large_hook_is_seen(tmp_path, monkeypa
     audit = later_code.LaterCodeAudit()
     audit.start([str(root)], [])
     assert audit.changes() == []
-    with open(hook, "r+b") as f:  # same size, same first MiB (here: 64 bytes), a new tail
+    with open(hook, "r+b") as f:  # same size, same first bytes (here: 64), a new tail
         f.seek(350)
         f.write(b"touch x\n")
     assert [line.split(":", 1)[0] for line in audit.changes()] == [str(hook)]
