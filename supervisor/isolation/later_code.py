@@ -1,17 +1,19 @@
 """Code that runs later, outside: protected before a run, audited after it (DESIGN §4 P4, §7).
 
 A run may write its work dir, but some files there make code run *later, outside* the run:
-git's hooks and config (and every place git's discovery takes them from: a ``.git`` file's
-gitdir, ``commondir``, submodules), and shell or tool start-up files. Two halves:
+git's hooks and config (and every place git's discovery takes them from: any directory
+shaped like a repository, a ``.git`` file's gitdir, ``commondir``, submodules at any depth,
+worktrees), a virtual environment's site-packages and bin/, and shell or tool start-up files
+(also where $HOME's start-up links lead). Two halves:
 
-- before: ``git_layout`` and ``STARTUP_FILES`` name what the plan re-binds read-only (or pins,
-  so it cannot be renamed away);
-- after: ``later_code_sources`` is taken before the run and again once every process of it has
-  ended (nothing can race it then); ``later_code_changes`` names what the run added or changed,
-  and ``run`` exits 125 naming it.
+- before: ``git_layout``, ``STARTUP_FILES`` and the walk (``survey``) name what the plan
+  re-binds read-only (and pins, so it cannot be renamed away);
+- after: ``LaterCodeAudit`` keeps the before-walk's fingerprint and walks again once every
+  process of the run has ended (nothing can race it then); ``later_code_changes`` names what
+  the run added, changed or removed, and ``run`` exits 125 naming it.
 
-Every open of a path the run could write goes through ``read_regular`` (regular files only,
-non-blocking, bounded).
+Every open of a path the run could write goes through ``read_regular`` or the walk's
+``openat``: no link followed, regular files only, non-blocking, bounded.
 """
 
 from __future__ import annotations
