@@ -39,7 +39,7 @@ from .isolation.diagnose import (
     network_line,
     subdirectory_hint,
 )
-from .isolation.later_code import later_code_changes, later_code_sources
+from .isolation.later_code import LaterCodeAudit
 from .isolation.listing import ListingError, collect
 from .isolation.plan import (
     Request,
@@ -652,12 +652,11 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             raise NotProven("P3", f"outside socket listing refused: {err}",
                             "it cannot be shown unreachable without knowing it") from err
         listed = time.monotonic()
-        policy = build_policy(request, listing, environ, probe_source=probe_source_path())
         # Files created during the run that make git or a shell run code later, outside (a new
-        # .git/commondir, a gitlink + sub/.git, .envrc...) cannot be blocked by mounts: they
-        # are fingerprinted now and compared once every process of the run is gone.
-        audited = [policy.work, *policy.rw]
-        later_before = {root: later_code_sources(root) for root in audited}
+        # .git/commondir, a new bare layout, .envrc...) cannot be blocked by mounts: build_policy
+        # fingerprints them (audit) and they are compared once every process of the run is gone.
+        audit = LaterCodeAudit()
+        policy = build_policy(request, listing, environ, probe_source=probe_source_path(), audit=audit)
         listing_json = listing.to_json()
         plan = encode_plan(plan_items(policy, request, listing_json, started))
 
@@ -679,8 +678,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     network_attempts = run.network.attempts() if run.network is not None else 0
     report = run.report_line or ""
     proven = report.startswith("ok ")
-    later_code = [f"{root}/{line}" for root in audited
-                  for line in later_code_changes(later_before[root], later_code_sources(root))]
+    later_code = audit.changes()
     refused = [r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH] if run.mediator else []
     if not ending.clean:
         # The run's processes could not be shown gone: that outranks every other status.

@@ -1,17 +1,19 @@
 """Code that runs later, outside: protected before a run, audited after it (DESIGN §4 P4, §7).
 
 A run may write its work dir, but some files there make code run *later, outside* the run:
-git's hooks and config (and every place git's discovery takes them from: a ``.git`` file's
-gitdir, ``commondir``, submodules), and shell or tool start-up files. Two halves:
+git's hooks and config (and every place git's discovery takes them from: any directory
+shaped like a repository, a ``.git`` file's gitdir, ``commondir``, submodules at any depth,
+worktrees), a virtual environment's site-packages and bin/, and shell or tool start-up files
+(also where $HOME's start-up links lead). Two halves:
 
-- before: ``git_layout`` and ``STARTUP_FILES`` name what the plan re-binds read-only (or pins,
-  so it cannot be renamed away);
-- after: ``later_code_sources`` is taken before the run and again once every process of it has
-  ended (nothing can race it then); ``later_code_changes`` names what the run added or changed,
-  and ``run`` exits 125 naming it.
+- before: ``git_layout``, ``STARTUP_FILES`` and the walk (``survey``) name what the plan
+  re-binds read-only (and pins, so it cannot be renamed away);
+- after: ``LaterCodeAudit`` keeps the before-walk's fingerprint and walks again once every
+  process of the run has ended (nothing can race it then); ``later_code_changes`` names what
+  the run added, changed or removed, and ``run`` exits 125 naming it.
 
-Every open of a path the run could write goes through ``read_regular`` (regular files only,
-non-blocking, bounded).
+Every open of a path the run could write goes through ``read_regular`` or the walk's
+``openat``: no link followed, regular files only, non-blocking, bounded.
 """
 
 from __future__ import annotations
@@ -36,23 +38,53 @@ STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".pr
                  ".husky", ".githooks", "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml")
 
 
-def read_regular(path: str, limit: int = 1 << 20) -> bytes:
-    """Up to LIMIT bytes of PATH, which must be a regular file: the work dir may hold what the
-    previous run left (a FIFO named .git/index would block a plain open() forever)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+_NOFOLLOW_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_nofollow(path: str, flags: int) -> int:
+    """Open the absolute PATH with FLAGS, following no symlink in any component (each directory
+    is opened ``O_NOFOLLOW`` from the one above it, as ``openat2(RESOLVE_NO_SYMLINKS)`` would):
+    a path in a place the run could write may have been turned into a link to a device, a
+    FIFO or a file outside. Callers pass resolved paths, so a legitimate path never fails."""
+    path = os.path.normpath(path)
+    if not path.startswith("/") or path == "/":
+        raise OSError(ERRNO_EINVAL, f"{path}: not an absolute file path")
+    parts = path[1:].split("/")
+    dir_fd = os.open("/", _NOFOLLOW_DIR)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(ERRNO_EINVAL, f"{path}: not a regular file")
-        chunks, size = [], 0
-        while size < limit:
-            chunk = os.read(fd, min(1 << 16, limit - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
+        for part in parts[:-1]:
+            next_fd = os.open(part, _NOFOLLOW_DIR, dir_fd=dir_fd)
+            os.close(dir_fd)
+            dir_fd = next_fd
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_regular(path: str, limit: int = 1 << 20) -> bytes:
+    """Up to LIMIT bytes of PATH, which must be a regular file reached through no symlink: the
+    work dir may hold what the previous run left (a FIFO named .git/index would block a plain
+    open() forever and wake a writer outside; a link to a device would open the device)."""
+    if not stat.S_ISREG(os.lstat(path).st_mode):
+        raise OSError(ERRNO_EINVAL, f"{path}: not a regular file")
+    fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        return _read_fd(fd, path, limit)
     finally:
         os.close(fd)
+
+
+def _read_fd(fd: int, path: str, limit: int) -> bytes:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise OSError(ERRNO_EINVAL, f"{path}: not a regular file")
+    chunks, size = [], 0
+    while size < limit:
+        chunk = os.read(fd, min(1 << 16, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _read_text(path: str, limit: int = 1 << 20) -> str:
@@ -96,7 +128,10 @@ def _configured_code_paths(work: str, common: str, home: str) -> list[str]:
     found = []
     configs = [os.path.join(common, "config")]
     if home:
-        configs += [os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config")]
+        # Resolved: a dotfiles checkout links them (~/.gitconfig -> ~/dotfiles/git/.gitconfig),
+        # and read_regular follows no link.
+        configs += [os.path.realpath(os.path.join(home, ".gitconfig")),
+                    os.path.realpath(os.path.join(home, ".config", "git", "config"))]
     for config in configs:
         try:
             hooks, includes = git_config_code_paths(_read_text(config))
@@ -113,7 +148,10 @@ def _configured_code_paths(work: str, common: str, home: str) -> list[str]:
                 if is_dir:
                     os.makedirs(path, 0o755, exist_ok=True)
                 elif os.path.isdir(os.path.dirname(path)):
-                    open(path, "a").close()
+                    try:  # never through a link the run planted meanwhile
+                        os.close(open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NONBLOCK))
+                    except OSError:
+                        continue
             found.append(path)
     return found
 
@@ -219,167 +257,387 @@ def git_layout(work: str, home: str = "") -> tuple[list[str], list[str], list[st
     if os.path.isdir(modules):
         for sub in sorted(os.listdir(modules))[:200]:
             candidates += [os.path.join(modules, sub, "hooks"), os.path.join(modules, sub, "config")]
-    for link in _gitlinks_of(gitdir, common)[:200]:
-        # A submodule with its own .git directory (an "embedded" one): `git status` outside
-        # recurses into it and reads its config, so that config runs code later as well.
-        embedded = os.path.join(work, link, ".git")
-        if os.path.isdir(embedded) and os.path.realpath(embedded) == embedded:
-            pinned.append(embedded)  # cannot be renamed away and replaced
-            candidates += [os.path.join(embedded, "hooks"), os.path.join(embedded, "config")]
+    # A submodule with its own .git directory (an "embedded" one, which `git status` outside
+    # recurses into) and every other git directory below: found by the walk (``survey``),
+    # which replaced a parse of the index for gitlinks (as costly as the walk on a large index).
     protected += [p for p in dict.fromkeys(candidates) if os.path.lexists(p) and not os.path.islink(p)]
     return pinned, protected, extra_rw
 
 
-def _gitlinks_of(gitdir: str, common: str) -> list[str]:
-    try:
-        data = read_regular(os.path.join(gitdir, "index"), _INDEX_LIMIT + 1)
-        if len(data) > _INDEX_LIMIT:
-            return []
-        return index_gitlinks(data, 32 if _object_format(common) == "sha256" else 20)
-    except (OSError, ValueError):
-        return []
-
-
 # --- what runs later, outside: checked again once the run has ended ------------------------
 # A read-only bind protects only what exists when the run starts. Git follows files the run
-# can still create in the writable .git and work tree (found by the red-team review, each a
-# `git status` outside that ran the run's code): ``.git/commondir`` moves the config and hooks
-# git reads to a directory of the run's choosing; a gitlink in the (writable) index plus a new
-# ``sub/.git`` file makes `git status` in the protected repo recurse into a submodule whose
-# config sets ``core.fsmonitor``. New start-up files (.envrc...) and a new .git belong here too.
-# So the supervisor takes ``later_code_sources`` before the run and again after every process
-# of it has ended (nothing can race it then), and ``later_code_changes`` names what differs.
-_GITLINK = 0o160000
-_INDEX_LIMIT = 64 << 20  # an index larger than this is not parsed (and counts as a change)
+# can still create in the writable .git and work tree (found by the red-team reviews, each a
+# `git status` or `git log` outside that ran the run's code): ``.git/commondir`` moves the
+# config and hooks git reads to a directory of the run's choosing; a new ``sub/.git`` file (with
+# a gitlink in the writable index) makes `git status` recurse into a submodule whose config
+# sets ``core.fsmonitor``; HEAD + objects/ + refs/ copied into any directory make it a bare
+# repository with a config of the run's. New start-up files (.envrc...) belong here too. So
+# the supervisor walks every writable root before the run and again after every process of
+# it has ended (nothing can race it then), and ``later_code_changes`` names what differs.
 
 
-def index_gitlinks(data: bytes, hash_len: int = 20) -> list[str]:
-    """Paths of the gitlink (submodule) entries of a git index file (versions 2, 3 and 4;
-    gitformat-index(5)). ValueError when DATA is not an index."""
-    if len(data) < 12 or data[:4] != b"DIRC":
-        raise ValueError("not a git index (no DIRC signature)")
-    version = int.from_bytes(data[4:8], "big")
-    count = int.from_bytes(data[8:12], "big")
-    if version not in (2, 3, 4):
-        raise ValueError(f"git index version {version} is not supported")
-    pos, previous, links = 12, b"", []
-    for _ in range(count):
-        start = pos
-        if pos + 40 + hash_len + 2 > len(data):
-            raise ValueError("git index entry runs past the end of the file")
-        mode = int.from_bytes(data[pos + 24:pos + 28], "big")
-        flags = int.from_bytes(data[pos + 40 + hash_len:pos + 42 + hash_len], "big")
-        pos += 42 + hash_len
-        if version >= 3 and flags & 0x4000:
-            pos += 2  # extended flags
-        if version == 4:
-            strip, shift = 0, 0
-            while True:  # the offset varint of gitformat-index(5): 7 bits a byte, +1 per continuation
-                if pos >= len(data):
-                    raise ValueError("git index path prefix runs past the end of the file")
-                byte = data[pos]
-                pos += 1
-                strip = (strip << 7) | (byte & 0x7F) if shift else byte & 0x7F
-                shift += 1
-                if not byte & 0x80:
-                    break
-                strip += 1
-            end = data.find(b"\0", pos)
-            if end < 0 or strip > len(previous):
-                raise ValueError("bad git index path")
-            name = previous[:len(previous) - strip] + data[pos:end]
-            pos = end + 1
-        else:
-            end = data.find(b"\0", pos)
-            if end < 0:
-                raise ValueError("git index path runs past the end of the file")
-            name = data[pos:end]
-            pos = start + ((end - start) // 8 + 1) * 8  # 1-8 NULs pad the entry to 8 bytes
-        previous = name
-        if mode == _GITLINK:
-            links.append(name.decode("utf-8", "surrogateescape"))
-    return links
-
-
-def _entry_kind(path: str) -> str:
-    """A fingerprint of PATH: "absent", "dir", "symlink:TARGET", "special:MODE" or
-    "file:FIRST-LINE sha256:..." (the first line is what git follows in a .git file)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return "absent"
-    if stat.S_ISLNK(st.st_mode):
-        return "symlink:" + os.readlink(path)
+def _fingerprint(st: os.stat_result, data: bytes | None, link: str | None = None) -> str:
+    """What a path is, for comparing before and after a run: "absent", "dir", "symlink:TARGET",
+    "special:MODE" or "file:FIRST-LINE (N bytes)" followed by a NUL and the whole content (the
+    first line is what git follows in a .git file; the content is compared, never shown).
+    The content itself rather than a hash: importing hashlib costs 2 ms of every start-up.
+    DATA holds at most _FILE_LIMIT + 1 bytes."""
+    if link is not None:
+        return "symlink:" + link
     if stat.S_ISDIR(st.st_mode):
         return "dir"
     if not stat.S_ISREG(st.st_mode):
-        return f"special:{stat.S_IFMT(st.st_mode):o}"  # a FIFO must never be opened: it would block
+        # A FIFO must never be opened (it would block, or wake a writer outside); its ctime
+        # moves with every chmod, so an unreadable thing cannot be changed unseen either.
+        return f"special:{stat.S_IFMT(st.st_mode):o} ctime={st.st_ctime_ns}"
+    if data is None:
+        return f"unreadable ctime={st.st_ctime_ns}"
+    first = data.split(b"\n", 1)[0][:200].decode("utf-8", "replace")
+    if len(data) > _FILE_LIMIT:
+        # Read no further (bounded reads): a write anywhere in it moves its ctime, which no
+        # unprivileged process can set back.
+        return f"file:{first} ({st.st_size} bytes) ino={st.st_ino} ctime={st.st_ctime_ns}\0" + data[
+            :_FILE_LIMIT].decode("latin-1")
+    return f"file:{first} ({st.st_size} bytes)\0" + data.decode("latin-1")
+
+
+def _kind_at(dir_fd: int, name: str) -> str:
+    """The fingerprint of NAME in the directory DIR_FD, opened through no link, never blocking."""
     try:
-        data = read_regular(path)
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return "absent"
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            return _fingerprint(st, None, os.readlink(name, dir_fd=dir_fd))
+        except OSError:
+            return f"unreadable ctime={st.st_ctime_ns}"
+    if not stat.S_ISREG(st.st_mode):
+        return _fingerprint(st, None)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     dir_fd=dir_fd)
+    except OSError:
+        return _fingerprint(st, None)
+    try:
+        st = os.fstat(fd)
+        data = _read_fd(fd, name, _FILE_LIMIT + 1) if stat.S_ISREG(st.st_mode) else None
+    except OSError:
+        data = None
+    finally:
+        os.close(fd)
+    return _fingerprint(st, data)
+
+
+def _entry_kind(path: str) -> str:
+    """The fingerprint of PATH (see ``_fingerprint``), reached through no link."""
+    head, name = os.path.split(os.path.normpath(path))
+    try:
+        dir_fd = os.open("/", _NOFOLLOW_DIR) if head == "/" else open_nofollow(head, _NOFOLLOW_DIR)
+    except OSError:
+        return "absent"
+    try:
+        return _kind_at(dir_fd, name)
+    finally:
+        os.close(dir_fd)
+
+
+# --- the walk: every directory of a writable root ------------------------------------------
+# Git's discovery (setup_git_directory_gently) tries, in each directory from where it starts
+# upwards, DIR/.git (a directory, or a file naming one with "gitdir:") and then DIR itself as a
+# bare repository; is_git_directory() accepts any directory with HEAD (a symlink into refs/, a
+# "ref: refs/..." or an object name), objects/ and refs/ (both looked up in the common dir when
+# a commondir file names one). So whatever git starts from any directory of the work dir is
+# fixed by every .git entry and every directory shaped like a git directory under it, and by
+# the config, hooks, info/, commondir and HEAD of each of those: the walk fingerprints all of
+# them, and names them for the plan to re-bind read-only. A virtual environment (a directory
+# with pyvenv.cfg: .venv, .tox/*, .nox/*) runs its site-packages' .pth files and
+# sitecustomize, and its bin/, at its next use: the same.
+WALK_LIMIT = 200_000  # files and directories; past it the run is refused (125), never cut short
+WALK_DEPTH = 128
+_FILE_LIMIT = 64 << 10  # bytes compared as content; past it (a binary in a venv's bin/): inode and ctime
+_WALK_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_GIT_FILES = ("config", "config.worktree", "commondir", "HEAD")
+_GIT_DIRS = ("hooks", "info")
+_SITE_CODE = ("sitecustomize", "usercustomize")
+_VENV_MARK = "pyvenv.cfg"  # what makes a directory a virtual environment (site.py reads it)
+
+
+class WalkTooLarge(Exception):
+    pass
+
+
+class Survey:
+    """What one walk of ROOT found: the fingerprint (``sources``) and what the plan protects."""
+
+    def __init__(self, root: str, limit: int, own_venvs: tuple[str, ...] = ()) -> None:
+        self.root = root
+        self.limit = limit
+        self.own_venvs = own_venvs  # venvs the caller gave as --rw: theirs to change
+        self.entries = 0
+        self.sources: dict[str, str] = {}
+        self.gitdirs: list[str] = []  # directories git would accept as a repository
+        self.dotgit_files: list[str] = []  # "gitdir:" files (any .git that is not a directory)
+        self.venvs: list[str] = []
+        self.site_dirs: list[str] = []  # site-packages of those venvs
+        self.too_large: str | None = None
+
+    def protect(self) -> list[str]:
+        """The existing paths (no symlinks) that must be read-only inside the run."""
+        paths = [f for f in self.dotgit_files]
+        for gitdir in self.gitdirs:
+            paths += [os.path.join(gitdir, n) for n in (*_GIT_FILES, *_GIT_DIRS)]
+        for venv in self.venvs:
+            paths += [os.path.join(venv, "pyvenv.cfg"), os.path.join(venv, "bin")]
+            paths += [d for d in self.site_dirs if is_under(d, venv)]
+        return [p for p in dict.fromkeys(paths) if os.path.lexists(p) and not os.path.islink(p)]
+
+
+def _key(rel: str, name: str) -> str:
+    return f"{rel}/{name}" if rel else name
+
+
+def _is_git_directory(dir_fd: int, names: dict[str, os.DirEntry]) -> str:
+    """Would git's is_git_directory() accept this directory? Said in words, since a change of
+    it is what the user reads (cheap: called only for a directory with a HEAD and either
+    objects/ + refs/ or a commondir)."""
+    common_fd, close = dir_fd, False
+    try:
+        if "commondir" in names:
+            try:
+                fd = os.open("commondir", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             dir_fd=dir_fd)
+                try:
+                    named = _read_fd(fd, "commondir", 4096).decode("utf-8", "replace").strip()
+                finally:
+                    os.close(fd)
+                # Git follows links here; this is only stat()s of directories, nothing opened.
+                common_fd = os.open(named or ".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+                close = True
+            except OSError as err:
+                return f"not a repository (commondir unusable: {err.strerror})"
+        for sub in ("objects", "refs"):
+            try:
+                if not stat.S_ISDIR(os.stat(sub, dir_fd=common_fd).st_mode):
+                    return f"not a repository ({sub} is not a directory)"
+            except OSError:
+                return f"not a repository (no {sub})"
+    finally:
+        if close:
+            os.close(common_fd)
+    try:
+        st = os.stat("HEAD", dir_fd=dir_fd, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            ok = os.readlink("HEAD", dir_fd=dir_fd).startswith("refs/")
+        elif stat.S_ISREG(st.st_mode):
+            fd = os.open("HEAD", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            try:
+                head = _read_fd(fd, "HEAD", 4096).decode("utf-8", "replace").strip()
+            finally:
+                os.close(fd)
+            ok = (head.startswith("ref:") and head[4:].strip().startswith("refs/")) or (
+                len(head) in (40, 64) and all(c in "0123456789abcdef" for c in head))
+        else:
+            ok = False
+    except OSError:
+        ok = False
+    return "a repository git would use" if ok else "not a repository (HEAD is not valid)"
+
+
+def _walk(survey: Survey, dir_fd: int, rel: str, depth: int, mode: str) -> None:
+    with os.scandir(dir_fd) as it:
+        entries = list(it)
+    survey.entries += len(entries) + 1
+    if survey.entries > survey.limit or depth > WALK_DEPTH:
+        raise WalkTooLarge(f"more than {survey.limit} files and directories" if depth <= WALK_DEPTH
+                           else f"deeper than {WALK_DEPTH} directories at {rel}")
+    names = {e.name: e for e in entries}
+    sources = survey.sources
+    path = f"{survey.root}/{rel}" if rel else survey.root
+    child_modes: dict[str, str] = {}
+    dotgit = names.get(".git")
+    if dotgit is not None and not dotgit.is_dir(follow_symlinks=False):
+        sources[_key(rel, ".git")] = _kind_at(dir_fd, ".git")
+        survey.dotgit_files.append(os.path.join(path, ".git"))
+    if "HEAD" in names and ("commondir" in names or ("objects" in names and "refs" in names)):
+        sources[_key(rel, "(git directory)")] = _is_git_directory(dir_fd, names)
+        survey.gitdirs.append(path)
+        for name in _GIT_FILES:
+            sources[_key(rel, name)] = _kind_at(dir_fd, name)
+        for name in _GIT_DIRS:
+            child_modes[name] = "all"
+            sources[_key(rel, name)] = _kind_at(dir_fd, name)
+    cfg = names.get(_VENV_MARK)
+    if cfg is not None and not cfg.is_dir(follow_symlinks=False) and mode != "all" and (
+            path not in survey.own_venvs):
+        survey.venvs.append(path)
+        sources[_key(rel, _VENV_MARK)] = _kind_at(dir_fd, _VENV_MARK)
+        child_modes.update(bin="all", lib="venv-lib", lib64="venv-lib", Lib="venv-lib")
+    for entry in entries:
+        if not mode:  # most directories: only where to go next
+            if entry.is_dir(follow_symlinks=False):
+                _descend(survey, dir_fd, rel, entry.name, depth, child_modes.get(entry.name, ""))
+            continue
+        name = entry.name
+        is_dir = entry.is_dir(follow_symlinks=False)
+        site_code = name.endswith(".pth") or name.split(".", 1)[0] in _SITE_CODE
+        if mode == "all" or (mode == "site" and site_code):
+            sources[_key(rel, name)] = "dir" if is_dir else _kind_at(dir_fd, name)
+        if not is_dir:
+            continue
+        child = child_modes.get(name, "all" if mode == "all" else "")
+        if mode == "venv-lib":
+            child = "site" if name in ("site-packages", "dist-packages") else (
+                "venv-lib" if name.startswith("python") else "")
+            if child == "site":
+                survey.site_dirs.append(os.path.join(path, name))
+        elif mode == "site" and site_code:
+            child = "all"  # a sitecustomize package
+        _descend(survey, dir_fd, rel, name, depth, child)
+
+
+def _descend(survey: Survey, dir_fd: int, rel: str, name: str, depth: int, mode: str) -> None:
+    try:
+        sub_fd = os.open(name, _WALK_DIR, dir_fd=dir_fd)
+    except OSError:
+        survey.sources[_key(rel, name)] = _kind_at(dir_fd, name).replace("dir", "unreadable dir", 1)
+        return
+    try:
+        _walk(survey, sub_fd, f"{rel}/{name}" if rel else name, depth + 1, mode)
+    finally:
+        os.close(sub_fd)
+
+
+def survey(root: str, limit: int = WALK_LIMIT, own_venvs: tuple[str, ...] = ()) -> Survey:
+    """Walk ROOT (resolved), following no link, and fingerprint what runs later from it."""
+    found = Survey(root, limit, own_venvs)
+    # Start-up files at the root (DESIGN §7): an .envrc or .vscode/tasks.json the run creates.
+    for name in STARTUP_FILES:
+        found.sources[name] = _entry_kind(os.path.join(root, name))
+    try:
+        root_fd = open_nofollow(root, _WALK_DIR)
     except OSError as err:
-        return f"unreadable:{err.errno}"
-    import hashlib  # only here: after a run, never on its start-up path
-
-    return "file:" + data.split(b"\n", 1)[0][:200].decode("utf-8", "replace") + " sha256:" + hashlib.sha256(
-        data).hexdigest()[:16]
-
-
-def _gitdir_sources(gitdir: str, label: str) -> dict[str, str]:
-    # commondir redirects config and hooks; config.worktree adds a config; modules/* are the
-    # gitdirs of submodules (their config runs when git recurses into them).
-    sources = {f"{label}/commondir": _entry_kind(os.path.join(gitdir, "commondir")),
-               f"{label}/config.worktree": _entry_kind(os.path.join(gitdir, "config.worktree"))}
+        found.sources["(walk)"] = f"cannot open: {err.strerror}"
+        return found
     try:
-        modules = sorted(os.listdir(os.path.join(gitdir, "modules")))
+        _walk(found, root_fd, "", 0, "")
+    except WalkTooLarge as err:
+        found.too_large = str(err)
+        found.sources["(walk)"] = f"stopped: {err}"
+    except OSError as err:
+        found.sources["(walk)"] = f"failed: {err.strerror}"
+    finally:
+        os.close(root_fd)
+    for gitdir in found.gitdirs[:_CONFIGURED_LIMIT]:
+        found.sources.update(_configured_sources(root, gitdir))
+    return found
+
+
+_CONFIGURED_LIMIT = 1000  # git directories whose config is followed (then: past the walk's cost)
+
+
+def _configured_sources(root: str, gitdir: str) -> dict[str, str]:
+    """What GITDIR's config makes git run from inside ROOT: its core.hooksPath directory (each
+    hook in it) and the files it includes, fingerprinted by their path relative to ROOT."""
+    try:
+        hooks, includes = git_config_code_paths(_read_text(os.path.join(gitdir, "config")))
     except OSError:
-        modules = []
-    sources[f"{label}/modules"] = " ".join(modules[:200])
+        return {}
+    worktree = os.path.dirname(gitdir) if os.path.basename(gitdir) == ".git" else gitdir
+    sources = {}
+    for value, base, is_dir in [(h, worktree, True) for h in hooks] + [(i, gitdir, False) for i in includes]:
+        if value.startswith("~"):
+            continue  # under $HOME: not the run's to write (where its start-up links lead aside)
+        path = os.path.normpath(os.path.join(base, value))
+        if not is_under(path, root) or path == root:
+            continue
+        rel = path[len(root.rstrip("/")) + 1:]
+        sources[rel] = kind = _entry_kind(path)
+        if not (is_dir and kind == "dir"):
+            continue
+        try:
+            dir_fd = open_nofollow(path, _WALK_DIR)
+        except OSError:
+            continue
+        try:
+            for name in sorted(os.listdir(dir_fd))[:200]:
+                sources[f"{rel}/{name}"] = _kind_at(dir_fd, name)
+        finally:
+            os.close(dir_fd)
     return sources
 
 
-def later_code_sources(work: str) -> dict[str, str]:
-    """What, in WORK, decides which code git and shells started there later run (see above):
-    {name: fingerprint}. Cheap: a few stats, and the index only parsed for its gitlinks."""
-    sources = {name: _entry_kind(os.path.join(work, name)) for name in (".git", *STARTUP_FILES)}
-    dotgit = os.path.join(work, ".git")
-    gitdir = dotgit
-    kind = sources[".git"]
-    if kind.startswith("file:gitdir:"):
-        gitdir = os.path.join(work, kind[len("file:gitdir:"):].rsplit(" sha256:", 1)[0].strip())
-    elif kind != "dir":
-        return sources
-    sources.update(_gitdir_sources(gitdir, ".git"))
-    index = os.path.join(gitdir, "index")
-    try:
-        data = read_regular(index, _INDEX_LIMIT + 1)
-        if len(data) > _INDEX_LIMIT:
-            raise ValueError(f"larger than {_INDEX_LIMIT} bytes")
-        links = index_gitlinks(data, 32 if _object_format(gitdir) == "sha256" else 20)
-    except OSError:
-        links = []
-    except ValueError as err:
-        sources[".git/index"] = f"unparsable: {err}"
-        links = []
-    for link in links[:200]:
-        # A populated submodule: git status outside runs git inside it, with its own config.
-        sources[f"{link}/.git"] = _entry_kind(os.path.join(work, link, ".git"))
-        sources[f"{link}/.git/config"] = _entry_kind(os.path.join(work, link, ".git", "config"))
-    return sources
+def later_code_sources(work: str, limit: int = WALK_LIMIT) -> dict[str, str]:
+    """What, in WORK, decides which code git, Python and shells started there later run (see
+    above): {relative name: fingerprint}."""
+    return survey(work, limit).sources
 
 
-def _object_format(gitdir: str) -> str:
-    try:
-        text = _read_text(os.path.join(gitdir, "config"))
-    except OSError:
-        return "sha1"
-    return "sha256" if "objectformat = sha256" in text.replace("\t", " ").lower() else "sha1"
+class LaterCodeAudit:
+    """The before/after comparison of one run: ``start`` (by ``build_policy``, before the
+    sandbox exists) walks every writable root and fails closed when one is too large to walk;
+    ``changes`` (once every process of the run has ended: nothing can race it) walks again."""
+
+    def __init__(self, limit: int = WALK_LIMIT) -> None:
+        self.limit = limit
+        self.own_venvs: tuple[str, ...] = ()
+        self.roots: list[str] = []
+        self.watched: list[str] = []
+        self.before: dict[str, str] = {}
+
+    def start(self, roots: list[str], watched: list[str], own_venvs: tuple[str, ...] = ()) -> list[Survey]:
+        self.roots = list(dict.fromkeys(roots))
+        self.watched = list(dict.fromkeys(watched))
+        self.own_venvs = own_venvs
+        surveys = [survey(root, self.limit, own_venvs) for root in self.roots]
+        for found in surveys:
+            if found.too_large:
+                raise NotProven("P4", f"{found.root} holds {found.too_large}: the check for code left "
+                                "to run later, outside, walks all of it on every run and must stop there",
+                                "run in a smaller work dir (move generated trees out of it)")
+            if "(walk)" in found.sources:  # never a partial walk: what it missed is unprotected
+                raise NotProven("P4", f"{found.root} cannot be walked for code that runs later, outside: "
+                                f"{found.sources['(walk)']}",
+                                "make it readable, or choose another --work/--rw")
+        self.before = self._combine(surveys)
+        return surveys
+
+    def _combine(self, surveys: list[Survey]) -> dict[str, str]:
+        combined = {path: _entry_kind(path) for path in self.watched}
+        for found in surveys:
+            combined.update({os.path.join(found.root, k): v for k, v in found.sources.items()})
+        return combined
+
+    def changes(self) -> list[str]:
+        """One line per source of later code the run added, changed or removed."""
+        after = self._combine([survey(root, self.limit, self.own_venvs) for root in self.roots])
+        return later_code_changes(self.before, after)
+
+
+def home_link_targets(home: str, names: tuple[str, ...], roots: tuple[str, ...]) -> list[str]:
+    """Where $HOME's start-up files and directories (NAMES, relative to HOME) really are, when
+    that is inside one of the writable ROOTS: a dotfiles checkout as the work dir links
+    ~/.bashrc to ~/dotfiles/bash/.bashrc, which the run could then rewrite for the next shell."""
+    if not home or home == "/":
+        return []
+    found = []
+    for name in names:
+        path = os.path.join(home, name)
+        real = os.path.realpath(path)
+        if real != path and any(is_under(real, root) for root in roots):
+            found.append(real)
+    return list(dict.fromkeys(found))
 
 
 def later_code_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
-    """One line per source of later code that the run added or changed (pure)."""
+    """One line per source of later code that the run added, changed or removed (pure)."""
     lines = []
-    for name in sorted(set(before) | set(after)):
+    # A directory's files before its "(git directory)" verdict: the file is what to look at.
+    for name in sorted(set(before) | set(after), key=lambda n: n.replace("(git directory)", "~")):
         old, new = before.get(name, "absent"), after.get(name, "absent")
         if old != new and not (name.endswith("/modules") and set(new.split()) <= set(old.split())):
-            lines.append(f"{name}: {old or 'none'} -> {new or 'none'}")
+            shown_old, shown_new = old.split("\0", 1)[0], new.split("\0", 1)[0]
+            if shown_old == shown_new:
+                shown_new += " (content changed)"
+            lines.append(f"{name}: {shown_old or 'none'} -> {shown_new or 'none'}")
     return lines

@@ -13,7 +13,7 @@ import sys
 
 from ..errors import NotProven, UsageError
 from ..record import record
-from .later_code import STARTUP_FILES, git_layout
+from .later_code import STARTUP_FILES, LaterCodeAudit, git_layout, home_link_targets, read_regular
 from .listing import Listing
 from .policy import (
     FALLBACK_HOME,
@@ -135,6 +135,14 @@ HOME_RUNS_LATER = HOME_DENIED | HOME_ENTRY_ONLY | frozenset(STARTUP_FILES) | fro
     ".cargo", ".rustup", ".pyenv", ".nvm", ".rbenv", ".sdkman", ".bin", "bin"})
 
 
+# Where $HOME's start-up files may lead (a dotfiles checkout links them): protected there.
+HOME_STARTUP_LINKS = tuple(sorted(HOME_RUNS_LATER)) + (
+    ".zlogout", ".zshrc.d", ".oh-my-zsh", ".direnvrc", ".tmux.conf", ".screenrc", ".ssh/config",
+    ".ssh/rc", ".config/git", ".config/git/config", ".config/git/hooks", ".config/direnv",
+    ".config/fish", ".config/zsh", ".config/bash", ".config/environment.d", ".config/systemd",
+    ".config/autostart", ".config/mise", ".config/nvim", ".config/pip", ".local/bin")
+
+
 def runs_later_in_home(path: str, home: str) -> str | None:
     """Why PATH (resolved) must not be writable: it is, or is inside, something under $HOME that
     runs code later (a shell start-up file, ~/.config with systemd units and git's global
@@ -196,8 +204,10 @@ def namespace_ids(proc: str = "/proc") -> dict[str, str]:
 
 
 def build_policy(request: Request, listing: Listing, environ: dict[str, str],
-                 *, probe_source: str, python: str | None = None) -> Policy:
-    """Look at this machine once and decide what the sandbox of REQUEST shows."""
+                 *, probe_source: str, python: str | None = None,
+                 audit: LaterCodeAudit | None = None) -> Policy:
+    """Look at this machine once and decide what the sandbox of REQUEST shows. AUDIT (run's)
+    takes the before-run fingerprint of what runs later, from the same walk."""
     for name in request.keep_env:
         if env_name_denied(name):
             raise UsageError(f"--keep-env {name}: refused, it can route to an engine or run code at "
@@ -262,6 +272,21 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
             if os.path.exists(path) and any(is_under(path, w) for w in writable_roots):
                 protected.append(path)
 
+    # Every git directory, .git file and virtual environment anywhere under a writable root
+    # (nested submodules, worktrees, bare layouts, .tox/*), and where $HOME's start-up links
+    # lead when that is a writable root (a dotfiles checkout): read-only inside, and walked
+    # again after the run (later_code.LaterCodeAudit). The walk comes after git_layout, which
+    # may create .git/hooks.
+    audited = (work, *rw, *git_rw)
+    home_targets = home_link_targets(home_real, HOME_STARTUP_LINKS, audited)
+    for target in home_targets:
+        if target in audited:
+            raise NotProven("P4", f"a start-up link in $HOME leads to {target}, which the run may write",
+                            "choose another --work/--rw, or change that link")
+    for found in (audit or LaterCodeAudit()).start(list(audited), home_targets, own_venvs=rw):
+        protected += found.protect()
+    protected += [t for t in home_targets if os.path.exists(t) and not os.path.islink(t)]
+
     # The probe that proves the next run must not be changed by this one (working on no-docker
     # itself: the package is in the work dir).
     program = probe_program(probe_source)
@@ -302,7 +327,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
         tool = parent if os.path.isfile(os.path.join(parent, "pyvenv.cfg")) else real
         if tool not in rw:
             protected.append(tool)
-    pinned += pins_for(protected, writable_roots)
+    pinned += pins_for(protected, (*writable_roots, *git_rw))
     proc_readonly = tuple(p for p in ("/proc/sys", "/proc/sysrq-trigger") if os.path.exists(p))
     draft = Policy(work=work, chdir=chdir, home=home, system_ro=tuple(system_ro), proc_readonly=proc_readonly,
                    system_symlinks=tuple(symlinks), hidden=tuple(dict.fromkeys(hidden)),
@@ -390,8 +415,8 @@ def probe_program(source: str) -> str:
     cached = bootstrap.cache_from_source(source)
     try:
         st = os.stat(source)
-        with open(cached, "rb") as f:
-            head = f.read(16)
+        # Where no-docker works on itself, __pycache__ is in the work dir: never a FIFO or a link.
+        head = read_regular(cached, 16)
     except OSError:
         head = b""
     if (len(head) == 16 and head[:4] == bootstrap.MAGIC_NUMBER and head[4:8] == bytes(4)

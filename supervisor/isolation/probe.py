@@ -403,8 +403,9 @@ def git_write_tries(work: str) -> list[str]:
             common = os.path.join(dotgit, read_regular_text(os.path.join(dotgit, "commondir")).strip())
         except OSError:
             pass
+    # HEAD, info/ and commondir too: each changes what git runs or where it looks (issue 16).
     return tries + [os.path.join(common, "hooks"), os.path.join(common, "config"),
-                    os.path.join(dotgit, "hooks"), os.path.join(dotgit, "config")]
+                    *(os.path.join(dotgit, n) for n in ("hooks", "config", "HEAD", "info", "commondir"))]
 
 
 def errname(code: int | None) -> str:

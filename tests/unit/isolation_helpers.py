@@ -59,7 +59,9 @@ POLICY_WEAKENINGS = {
     "no-tmpfs-home": "_wrap_policy(lambda p: _strip_hidden(p, os.path.realpath(os.environ['HOME'])))",
     "no-protect": "_wrap_policy(lambda p: _replace(p, protected=(), pinned=()))",
     # PATH entries inside the work dir left writable (the work dir is the only writable root there)
-    "path-not-protected": ("_wrap_policy(lambda p: _replace(p, protected=tuple(x for x in p.protected if not "
+    # (and no venv found by the later-code walk: it would protect and audit the venv too)
+    "path-not-protected": ("later_code._VENV_MARK = '/'; "
+                           "_wrap_policy(lambda p: _replace(p, protected=tuple(x for x in p.protected if not "
                            "any(x == os.path.realpath(e) or os.path.isfile(os.path.join(x, 'pyvenv.cfg')) "
                            "for e in os.environ['PATH'].split(':') if e))))"),
     "proc-sys-writable": "_wrap_policy(lambda p: _replace(p, proc_readonly=()))",

@@ -27,45 +27,6 @@ def git(*args: str, cwd) -> str:
                           text=True).stdout
 
 
-def repo_with_gitlinks(path, version: int, object_format: str = "sha1"):
-    git("init", "-q", f"--object-format={object_format}", str(path), cwd=path.parent)
-    names = ["a", "deep/dir/sub", "deep/dir/sub2", "zz"]
-    (path / "a").write_text("x")
-    git("add", "a", cwd=path)
-
-    tree_oid = git("write-tree", cwd=path).strip()
-    for name in names[1:]:
-        git("update-index", "--add", "--cacheinfo", f"160000,{tree_oid},{name}", cwd=path)
-    if version >= 3:
-        (path / "ita").write_text("y")
-        git("add", "-N", "ita", cwd=path)  # intent-to-add: an entry with extended flags
-    git("update-index", f"--index-version={version}", cwd=path)
-    return names[1:]
-
-
-@pytest.mark.parametrize("version", [2, 3, 4])
-@pytest.mark.parametrize("object_format", ["sha1", "sha256"])
-def test_index_gitlinks_reads_what_git_wrote(tmp_path, version, object_format):
-    repo = tmp_path / "r"
-    repo.mkdir()
-    expected = repo_with_gitlinks(repo, version, object_format)
-    data = (repo / ".git" / "index").read_bytes()
-    assert data[4:8] == version.to_bytes(4, "big")
-    ls = git("ls-files", "-s", cwd=repo).splitlines()
-    assert sorted(line.split("\t")[1] for line in ls if line.startswith("160000")) == sorted(expected)
-    assert later_code.index_gitlinks(data, 32 if object_format == "sha256" else 20) == expected
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=300))
-def test_index_gitlinks_refuses_garbage_without_crashing(data):
-    try:
-        links = later_code.index_gitlinks(b"DIRC" + data)
-    except ValueError:
-        return
-    assert isinstance(links, list)
-
-
 def test_changes_are_reported_one_line_each():
     before = {".git": "dir", ".git/commondir": "absent", ".git/modules": "a b", ".envrc": "absent"}
     after = {".git": "dir", ".git/commondir": "file:/x sha256:1", ".git/modules": "a", ".envrc": "absent",
@@ -205,6 +166,10 @@ def test_hooks_path_and_included_config_in_the_work_tree_are_read_only(tmp_path,
     extra = {} if build == "real" else {"weaken": ("no-protect",),
                                         "probe": weakened_probe(tmp_path, ("P4w",))}
     result = run_no_docker(["--quiet", "--", "sh", "-c", script], cwd=repo, env=GIT_ENV, **extra)
-    assert result.returncode == 0, result.stderr
+    # Written in the weakened build: the after-run audit (hooksPath and includes of every
+    # repository's config) still names it.
+    assert result.returncode == (0 if build == "real" else 125), result.stderr
+    if build != "real":
+        assert ".husky/pre-commit: absent -> file" in result.stderr, result.stderr
     verdict = "REFUSED" if build == "real" else "WROTE"
     assert result.stdout.split("\n")[:2] == [f"{verdict} .husky/pre-commit", f"{verdict} team.gitconfig"]

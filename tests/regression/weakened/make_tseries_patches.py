@@ -106,9 +106,12 @@ def main() -> int:
     make("t03-git-hooks-writable.patch",
          [f"{T3}::test_persistence_files_unchanged"],
          "the work dir's .git/hooks and .git/config (and start-up files) are no longer re-bound "
-         "read-only, and the probe's P4 write check is skipped",
+         "read-only, the probe's P4 write check is skipped, and the after-run audit reports nothing",
          {"supervisor/isolation/plan.py": regex(r"^(\s*)(draft = Policy\()", r"\1protected.clear()\n\1\2"),
-          "supervisor/isolation/probe.py": early_return("p4_writes")})
+          "supervisor/isolation/probe.py": early_return("p4_writes"),
+          "supervisor/isolation/later_code.py": regex(
+              r"^(    def changes\(self\) -> list\[str\]:\n        \"\"\".*\"\"\"\n)",
+              r"\1        return []\n")})
     make("t05-guard-without-ssh-host.patch",
          [f"{T5_ROUTE}[ssh-host]"],
          "the outer guard no longer provides its ssh stand-in (the remote host of DOCKER_HOST=ssh://), "
