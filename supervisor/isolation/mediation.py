@@ -524,7 +524,10 @@ class Mediator:
         for thread in list(self._threads):
             thread.join(timeout)
         if self.listener >= 0:
-            os.close(self.listener)
+            try:
+                os.close(self.listener)
+            except OSError:
+                pass  # closed under us already (the failure the supervisor has reported)
             self.listener = -1
         os.close(self._wake_r)
         os.close(self._wake_w)
