@@ -272,6 +272,10 @@ class Run:
             raise NotProven("isolation", f"cannot start {argv[0]}: {err.strerror}",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP") from err
         except mediation.MediationError as err:
+            if inside_a_run():
+                # A run's processes carry its connect filter: a second one with a listener is
+                # refused (EBUSY), before bwrap could say anything.
+                raise NotProven("isolation", NESTED_LINE) from err
             raise NotProven("P12", f"cannot set up the connect mediation: {err}",
                             "a Linux kernel with seccomp user notification (5.9+) is needed") from err
         self.mediator = mediation.Mediator(listener)
@@ -314,10 +318,12 @@ class Run:
             # The init was cloned into the run's namespaces: its network namespace is the run's.
             try:
                 netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+                userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
                 try:
-                    self.mediator.set_run_netns(netns)
+                    self.mediator.set_run_netns(netns, userns)
                 finally:
                     os.close(netns)
+                    os.close(userns)
             except Exception as err:  # noqa: BLE001 - any failure: the run cannot be mediated
                 self.mediation_failure = f"the run's network namespace cannot be read: {err}"
 
@@ -679,7 +685,9 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     report = run.report_line or ""
     proven = report.startswith("ok ")
     later_code = audit.changes()
-    refused = [r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH] if run.mediator else []
+    # Only the command's refusals: until the probe's verdict they are its own tries of every route.
+    refused = ([r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH]
+               if run.mediator and proven else [])
     if not ending.clean:
         # The run's processes could not be shown gone: that outranks every other status.
         print(f"no-docker: ending not proven: {ending.reason}; the run's marker is kept; "

@@ -50,6 +50,7 @@ import socket
 import stat
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 
 from . import sockdiag
@@ -151,7 +152,10 @@ NOTIF_RESP = struct.Struct("=QqiI")  # id, val, error (negative errno), flags
 SECCOMP_IOCTL_NOTIF_RECV = _ioc(3, 0, NOTIF.size)  # _IOWR
 SECCOMP_IOCTL_NOTIF_SEND = _ioc(3, 1, NOTIF_RESP.size)  # _IOWR
 SECCOMP_IOCTL_NOTIF_ID_VALID = _ioc(1, 2, 8)  # _IOW(u64)
-SECCOMP_IOCTL_NOTIF_ADDFD = _ioc(1, 3, 24)  # _IOW(struct seccomp_notif_addfd), unused: see README
+# _IOW(struct seccomp_notif_addfd). Unused: installing a socket we connected at the caller's
+# fd number would lose the caller's options, binding and other fds of the same socket;
+# connecting the caller's own socket (pidfd_getfd) keeps them all.
+SECCOMP_IOCTL_NOTIF_ADDFD = _ioc(1, 3, 24)
 SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1  # never used: see the module docstring
 
 
@@ -315,13 +319,14 @@ def install(channel: socket.socket, arch: str | None = None) -> None:
 def receive_listener(channel: socket.socket) -> int:
     """The listener fd the child sent (close-on-exec); MediationError if none came."""
     try:
-        _msg, fds, _flags, _addr = socket.recv_fds(channel, 1, 1)
+        msg, fds, _flags, _addr = socket.recv_fds(channel, 256, 1)
     except OSError as err:
         raise MediationError(f"no listener from the child: {err}") from err
     if len(fds) != 1:
         for fd in fds:
             os.close(fd)
-        raise MediationError("no listener from the child (it died before installing the filter?)")
+        why = msg.decode("utf-8", "replace") if msg and msg != b"L" else "it died before installing the filter"
+        raise MediationError(f"no listener from the child ({why})")
     os.set_inheritable(fds[0], False)
     return fds[0]
 
@@ -375,7 +380,7 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
             execve(argv[0], argv, env)
         except BaseException as err:  # noqa: BLE001 - the child must never return
             try:
-                os.write(2, f"no-docker: cannot start {argv[0]} with the connect filter: {err}\n".encode())
+                theirs.send(f"{argv[0]}: {err}".encode("utf-8", "replace")[:200])  # the parent says it
             finally:
                 os._exit(127)
     theirs.close()
@@ -441,15 +446,18 @@ class Mediator:
     ``set_run_netns()`` as soon as the run's network namespace exists (until then every
     connect is refused), ``stop()`` it in the ending, after the run's processes are gone.
 
-    Threads (leader/followers): one thread at a time waits for and receives notifications;
-    it hands that role to another thread before a connect that may block (a blocking socket:
-    a full unix backlog or a TCP SYN retry can take seconds) and keeps it otherwise, so the
-    common case costs no thread switch and a blocked connect stalls no other. At most
-    MAX_THREADS connects block at once; beyond that the next waits in the kernel.
+    Threads (leader/followers): one thread at a time (the leader) polls, receives and answers
+    notifications itself, so the common case costs no thread switch. Before a connect that may
+    block (a blocking socket: a full unix backlog, TCP SYN retries) it marks itself busy; a
+    follower (spawned then if none waits) takes the leader role over once that connect has
+    lasted STALL, so a blocked connect delays others by at most ~STALL. At most MAX_THREADS
+    connects block at once; beyond that the next waits in the kernel. Followers wake every
+    STALL only while a leader is busy.
     All signals are blocked in these threads: a connect of ours is never cut short by EINTR.
     """
 
     MAX_THREADS = 32
+    MAX_KNOWN = 256  # socket files of the run held open (O_PATH) as proven inside
     MAX_CALLERS = 8
 
     def __init__(self, listener: int, arch: str | None = None) -> None:
@@ -463,18 +471,19 @@ class Mediator:
         self.audit_arch = AUDIT_ARCH[self.arch]
         self.connect_nr = NR[self.arch]["connect"]
         self.refusals: dict[tuple[str, str], Refusal] = {}
-        self.proof_refusals: dict[tuple[str, str], Refusal] = {}
         self.errors: list[str] = []  # mediator faults (each answered ECONNREFUSED)
         self.mediated = 0
         self._diag: sockdiag.DiagSocket | None = None
         self._cookie: int | None = None
         self._cv = threading.Condition()
-        self._leader = False
+        self._leader: int | None = None  # thread ident of the one thread that may RECV
+        self._busy_since: float | None = None
+        self._known: dict[tuple[int, int], int] = {}
         self._idle = 0
         self._threads: list[threading.Thread] = []
         self._closing = False
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        self._tls = threading.local()
+        self.proof_refusals: dict[tuple[str, str], Refusal] = {}
         self._netns_known = threading.Event()
         self._stopping = False
         # Readable once the mediation has stopped on its own (its listener closed under it, a
@@ -486,9 +495,10 @@ class Mediator:
     def start(self) -> None:
         self._spawn()
 
-    def set_run_netns(self, netns_fd: int) -> None:
-        """The run's network namespace (an fd of /proc/PID/ns/net of a process of the run)."""
-        diag = sockdiag.open_diag(netns_fd)
+    def set_run_netns(self, netns_fd: int, userns_fd: int | None = None) -> None:
+        """The run's network namespace (an fd of /proc/PID/ns/net of a process of the run), and
+        its user namespace (needed when the supervisor is not root)."""
+        diag = sockdiag.open_diag(netns_fd, userns_fd)
         self._diag, self._cookie = diag, diag.netns_cookie
         self._netns_known.set()
 
@@ -533,6 +543,10 @@ class Mediator:
         os.close(self._wake_w)
         os.close(self.failed_r)
         os.close(self._failed_w)
+        with self._cv:
+            for fd in self._known.values():
+                os.close(fd)
+            self._known.clear()
         if self._diag:
             self._diag.close()
 
@@ -548,30 +562,49 @@ class Mediator:
         thread.start()
 
     # -- leader/followers ------------------------------------------------------------------
-    def _lead(self) -> bool:
-        """Wait until this thread may receive (no other leader); False when stopping."""
-        with self._cv:
-            while self._leader and not self._closing:
-                self._idle += 1
-                self._cv.wait()
-                self._idle -= 1
-            if self._closing:
-                return False
-            self._leader = True
-            self._tls.leader = True
-            return True
+    STALL = 0.01  # a connect blocked this long (s) loses the receiving role to a follower
 
-    def _hand_over(self) -> None:
-        """Give the receiving role to another thread (before a connect that may block)."""
+    def _lead(self) -> bool:
+        """Wait until this thread may receive; False when stopping. A follower takes the role
+        over from a leader stuck in a connect for STALL (it cannot be in RECV then)."""
+        me = threading.get_ident()
         with self._cv:
-            if not getattr(self._tls, "leader", False):
+            while not self._closing:
+                stuck = self._busy_since is not None and time.monotonic() - self._busy_since >= self.STALL
+                if self._leader is None or stuck:
+                    self._leader, self._busy_since = me, None
+                    return True
+                self._idle += 1
+                self._cv.wait(self.STALL if self._busy_since is not None else None)
+                self._idle -= 1
+            return False
+
+    def _busy(self) -> None:
+        """Mark the leader as entering a connect that may block: a follower (spawned now if
+        none waits) takes over after STALL. No thread switch unless it does block."""
+        with self._cv:
+            if self._leader != threading.get_ident():
                 return
-            self._leader = False
-            self._tls.leader = False
+            self._busy_since = time.monotonic()
             if self._idle:
-                self._cv.notify()
+                self._cv.notify()  # start its STALL clock
             else:
                 self._spawn()
+
+    def _unbusy(self) -> None:
+        with self._cv:
+            if self._leader == threading.get_ident():
+                self._busy_since = None
+
+    def _still_leader(self) -> bool:
+        with self._cv:
+            return self._leader == threading.get_ident() and not self._closing
+
+    def _quit(self) -> None:
+        with self._cv:
+            self._closing = True
+            self._leader = None
+            self._cv.notify_all()
 
     def _serve(self) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
@@ -580,7 +613,7 @@ class Mediator:
         poller.register(self._wake_r, select.POLLIN)
         buf = bytearray(NOTIF.size)
         while self._lead():
-            while self._tls.leader:
+            while self._still_leader():
                 events = dict(poller.poll())
                 if self._wake_r in events or events.get(self.listener, 0) & (
                         select.POLLHUP | select.POLLERR | select.POLLNVAL):
@@ -589,10 +622,7 @@ class Mediator:
                     if self._wake_r not in events and events.get(self.listener, 0) & (
                             select.POLLNVAL | select.POLLERR):
                         self._fail("its listener was closed")
-                    with self._cv:
-                        self._closing = True
-                        self._leader = False
-                        self._cv.notify_all()
+                    self._quit()
                     return
                 buf[:] = bytes(NOTIF.size)  # RECV refuses a non-zeroed buffer (check_zeroed_user)
                 try:
@@ -602,10 +632,7 @@ class Mediator:
                         continue  # the caller was killed between poll and RECV
                     self.errors.append(f"RECV: {err}")
                     self._fail(f"receiving a notification failed: {err}")
-                    with self._cv:
-                        self._closing = True
-                        self._leader = False
-                        self._cv.notify_all()
+                    self._quit()
                     return
                 self._answer(parse_notification(bytes(buf)))
 
@@ -718,9 +745,13 @@ class Mediator:
             if verdict.action != "connect":
                 return verdict.error
             connect_to = sockaddr_un(b"/proc/self/fd/%d" % pathfd) if pathfd >= 0 else address.raw
-            if not fcntl.fcntl(sockfd, fcntl.F_GETFL) & os.O_NONBLOCK:
-                self._hand_over()  # this connect may block: let another thread receive
-            return self._linux.connect_raw(sockfd, connect_to)
+            if fcntl.fcntl(sockfd, fcntl.F_GETFL) & os.O_NONBLOCK:
+                return self._linux.connect_raw(sockfd, connect_to)  # never sleeps
+            self._busy()  # may block (full backlog, SYN retries): others must not wait on it
+            try:
+                return self._linux.connect_raw(sockfd, connect_to)
+            finally:
+                self._unbusy()
         finally:
             if pathfd >= 0:
                 os.close(pathfd)
@@ -769,6 +800,10 @@ class Mediator:
             if not stat.S_ISSOCK(st.st_mode):
                 os.close(fd)
                 return NOT_SOCKET, 0, -1
+            key = (st.st_dev, st.st_ino)
+            with self._cv:
+                if key in self._known:
+                    return RUN_SOCKET, 0, fd
             if self._diag is None:
                 os.close(fd)
                 return UNRESOLVABLE, 0, -1  # the run's namespace is not known yet
@@ -776,10 +811,27 @@ class Mediator:
         except (OSError, sockdiag.SockDiagError):
             os.close(fd)
             raise
-        if (st.st_dev, st.st_ino) in bound:
+        if key in bound:
+            self._remember(key, fd)
             return RUN_SOCKET, 0, fd
         os.close(fd)
         return OUTSIDE_SOCKET, 0, -1
+
+    def _remember(self, key: tuple[int, int], fd: int) -> None:
+        """Cache a socket file found bound inside the run, *holding it open* (O_PATH).
+
+        Why a hit needs no new dump: while we hold the inode it cannot be freed, so no other
+        live inode of that file system has its number, and a resolved file with the same
+        (st_dev, st_ino) is that inode. Only the socket whose bind created an inode is ever
+        found through it (unix_bind_bsd sets u->path once; unix_find_socket_byinode), and
+        that socket is the run's: if it has closed, connect gets ECONNREFUSED from the kernel,
+        never another socket. A miss (new socket, or evicted) costs one sock_diag dump."""
+        with self._cv:
+            if key in self._known or self._closing:
+                return
+            if len(self._known) >= self.MAX_KNOWN:
+                os.close(self._known.pop(next(iter(self._known))))  # the oldest
+            self._known[key] = os.dup(fd)
 
     def _open_from_root(self, note: Notification, cwd: int, path: bytes, flags: int, in_root: int) -> int:
         """Open relative PATH whose walk leaves the cwd: as ``<cwd inside the root>/PATH``

@@ -290,6 +290,34 @@ def parse_dump(data: bytes, seq: int | None = None) -> tuple[list[bytes], bool]:
     return payloads, False
 
 
+def parse_bound_files(data: bytes, seq: int | None = None) -> tuple[set[tuple[int, int]], bool]:
+    """(st_dev, st_ino) of each socket file in one datagram of a unix dump, and done?
+
+    The mediator's per-connect question, answered without building a UnixSocket per socket:
+    the same framing checks as :func:`parse_dump` (it is called on the same bytes), with one
+    pass over the attributes looking for UNIX_DIAG_VFS only."""
+    found: set[tuple[int, int]] = set()
+    payloads, done = parse_dump(data, seq)
+    unpack_attr, unpack_vfs, head = _NLATTR.unpack_from, _UNIX_DIAG_VFS.unpack_from, _UNIX_DIAG_MSG.size
+    for payload in payloads:
+        if len(payload) < head:
+            raise SockDiagError(f"unix_diag: short message ({len(payload)} bytes)")
+        offset, end = head, len(payload)
+        while offset < end:
+            if end - offset < 4:
+                raise SockDiagError("netlink: stray attribute bytes")
+            length, kind = unpack_attr(payload, offset)
+            if length < 4 or offset + length > end:
+                raise SockDiagError(f"netlink: bad attribute length {length}")
+            if kind & 0x3FFF == UNIX_DIAG_VFS:
+                if length != 4 + _UNIX_DIAG_VFS.size:
+                    raise SockDiagError(f"unix_diag: UNIX_DIAG_VFS of {length - 4} bytes")
+                ino, dev = unpack_vfs(payload, offset + 4)
+                found.add((kdev_to_st_dev(dev), ino))
+            offset += (length + 3) & ~3
+    return found, done
+
+
 # --- the kernel boundary --------------------------------------------------------------------
 class DiagSocket:
     """A NETLINK_SOCK_DIAG socket. Dumps describe the network namespace the socket was
@@ -313,23 +341,24 @@ class DiagSocket:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _dump(self, build: object) -> list[bytes]:
+    def _dump(self, build: object, parse: object = parse_dump) -> list:
+        """Send the request BUILD(seq) makes; PARSE(datagram, seq) -> (items, done) until done."""
         with self.lock:
             self._seq = (self._seq + 1) & 0xFFFFFFFF or 1
             seq = self._seq
             try:
                 self.sock.send(build(seq))  # type: ignore[operator]
-                payloads: list[bytes] = []
+                items: list = []
                 while True:
                     data, _anc, flags, _addr = self.sock.recvmsg(_RECV_SIZE)
                     if flags & _socket.MSG_TRUNC:
                         raise SockDiagError("netlink: reply truncated")
                     if not data:
                         raise SockDiagError("netlink: the kernel ended the dump early")
-                    found, done = parse_dump(data, seq)
-                    payloads += found
+                    found, done = parse(data, seq)  # type: ignore[operator]
+                    items += found
                     if done:
-                        return payloads
+                        return items
             except OSError as err:
                 raise SockDiagError(f"sock_diag: {err.strerror or err}") from err
 
@@ -340,7 +369,7 @@ class DiagSocket:
 
     def bound_files(self) -> set[tuple[int, int]]:
         """(st_dev, st_ino) of every socket file bound in the namespace (any type or state)."""
-        return {s.file_id for s in self.unix_sockets(show=UDIAG_SHOW_VFS) if s.vfs is not None}  # type: ignore[misc]
+        return set(self._dump(lambda seq: unix_request(seq, ALL_STATES, UDIAG_SHOW_VFS), parse_bound_files))
 
     def tcp_listeners(self) -> list[InetSocket]:
         """Listening TCP sockets of the namespace, IPv4 and IPv6."""
@@ -357,9 +386,51 @@ def _new_netlink() -> _socket.socket:
     return _socket.socket(_socket.AF_NETLINK, _socket.SOCK_RAW | _socket.SOCK_CLOEXEC, NETLINK_SOCK_DIAG)
 
 
-def open_diag(netns_fd: int | None = None) -> DiagSocket:
+def _netlink_through_a_child(netns_fd: int, userns_fd: int) -> _socket.socket:
+    """A netlink socket made inside NETNS_FD by a forked child that first joins USERNS_FD (the
+    namespace's owner): how a supervisor that is not root reaches the run's network namespace.
+
+    setns(2) into a user namespace needs a single-threaded caller, and gives CAP_SYS_ADMIN
+    there to the owner's processes (user_namespaces(7)): a forked child is single-threaded,
+    joins, makes the socket and hands it over SCM_RIGHTS, then exits; nothing of ours stays
+    in the run's namespaces. Nothing is imported after the fork."""
+    from . import syscalls as _linux
+
+    _linux.load()
+    setns, make, clone_newuser, clone_newnet = _linux.setns, _new_netlink, 0x10000000, _linux.CLONE_NEWNET
+    mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
+    rights = struct.Struct("=i")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child always exits here
+        try:
+            mine.close()
+            setns(userns_fd, clone_newuser)
+            setns(netns_fd, clone_newnet)
+            made = make()
+            theirs.sendmsg([b"S"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights.pack(made.fileno()))])
+            os._exit(0)
+        except BaseException:  # noqa: BLE001 - the parent sees no socket and says why
+            os._exit(1)
+    theirs.close()
+    try:
+        mine.settimeout(10)
+        _msg, ancillary, _flags, _addr = mine.recvmsg(1, _socket.CMSG_SPACE(rights.size))
+    finally:
+        mine.close()
+        _, status = os.waitpid(pid, 0)
+    fds = [rights.unpack(data[:rights.size])[0] for level, kind, data in ancillary
+           if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS and len(data) >= rights.size]
+    if len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        raise SockDiagError(f"the child joining the namespace made no socket (exit status {status >> 8})")
+    return _socket.socket(fileno=fds[0])
+
+
+def open_diag(netns_fd: int | None = None, userns_fd: int | None = None) -> DiagSocket:
     """A DiagSocket for the caller's network namespace, or for the one NETNS_FD refers to
-    (an fd of ``/proc/PID/ns/net``).
+    (an fd of ``/proc/PID/ns/net``). Without CAP_SYS_ADMIN here, USERNS_FD (the namespace's
+    owning user namespace, of which we are the owner) lets a forked child join both instead.
 
     For another namespace the netlink socket must be *created* there: a dedicated thread
     joins the namespace with setns(2) (only that thread moves: the network namespace is per
@@ -399,6 +470,9 @@ def open_diag(netns_fd: int | None = None) -> DiagSocket:
         done.acquire()  # the thread has left the namespace (or ended) by now
         errors = [r for r in result if isinstance(r, BaseException)]
         socks = [r for r in result if isinstance(r, _socket.socket)]
+        if (userns_fd is not None and not socks and errors and isinstance(errors[0], OSError)
+                and errors[0].errno == 1):  # EPERM: not root; the owner's way through a child
+            return DiagSocket(_netlink_through_a_child(netns_fd, userns_fd))
         if errors or len(socks) != 1:
             for sock in socks:
                 sock.close()

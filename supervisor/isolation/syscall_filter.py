@@ -18,6 +18,8 @@ Why each rule:
   struct behind a pointer (ENOSYS: callers fall back to openat);
 * keyctl/add_key/request_key: the session keyring is the caller's (bwrap makes no new one),
   and request_key makes the host kernel run /sbin/request-key as root;
+* sendto/sendmsg/sendmmsg with MSG_FASTOPEN (P12): a TCP Fast Open send connects without
+  connect(2), around the connect mediation;
 * socket/socketpair with AF_VSOCK (P13): vsock is in no network namespace and reaches the
   hypervisor host and its VMs; the probe tries it (``probe.p13``);
 * the rest is DESIGN §4's list: ptrace, process_vm_*, bpf, perf_event_open, userfaultfd,
@@ -53,6 +55,12 @@ DENIED_SYSCALLS = {
 # domain is the first argument, in a register, so the filter sees exactly what the kernel will.
 SOCKET_SYSCALLS = {"x86_64": (41, 53), "aarch64": (198, 199)}
 AF_VSOCK = 40
+# arch -> {syscall: index of its flags argument}: sendto/sendmsg/sendmmsg with MSG_FASTOPEN
+# refused (EOPNOTSUPP, what the kernel says when client TCP Fast Open is off). A Fast Open
+# send *connects* without connect(2) (tcp_sendmsg_fastopen), so the connect mediation (P12)
+# would never see it: an outside TCP socket passed in could reach the host's loopback.
+FASTOPEN_SYSCALLS = {"x86_64": {44: 3, 46: 2, 307: 3}, "aarch64": {206: 3, 211: 2, 269: 3}}
+MSG_FASTOPEN = 0x20000000
 SETID_BITS = 0o6000
 X32_SYSCALL_BIT = 0x40000000
 # Classic BPF (linux/filter.h, linux/seccomp.h): struct seccomp_data is {int nr; u32 arch;
@@ -76,6 +84,9 @@ def program(arch: str) -> bytes:
         # errno EAFNOSUPPORT: what a kernel without vsock says, which callers already handle.
         insns += [(_JEQ, 0, 4, nr), (_LD_ABS, 0, 0, 16), (_JEQ, 0, 1, AF_VSOCK),
                   (_RET, 0, 0, _RET_ERRNO | errno.EAFNOSUPPORT), (_RET, 0, 0, _RET_ALLOW)]
+    for nr, arg in sorted(FASTOPEN_SYSCALLS[arch].items()):
+        insns += [(_JEQ, 0, 4, nr), (_LD_ABS, 0, 0, 16 + 8 * arg), (_JSET, 0, 1, MSG_FASTOPEN),
+                  (_RET, 0, 0, _RET_ERRNO | errno.EOPNOTSUPP), (_RET, 0, 0, _RET_ALLOW)]
     for nr, arg in sorted(MODE_SYSCALLS[arch].items()):
         insns += [(_JEQ, 0, 4, nr), (_LD_ABS, 0, 0, 16 + 8 * arg), (_JSET, 0, 1, SETID_BITS),
                   (_RET, 0, 0, _RET_ERRNO | errno.EPERM), (_RET, 0, 0, _RET_ALLOW)]

@@ -34,7 +34,7 @@ def bwrap_works() -> str | None:
 # Probe weakenings: (property check to disable) -> the method whose body becomes `return`.
 PROBE_CHECKS = {"P1": "p1", "P2": "p2", "P3": "p3", "P4w": "p4_writes", "P4m": "p4_mounts",
                 "P5": "p5", "P5f": "p5_filter", "P6": "p6", "P7": "p7", "P8": "p8",
-                "P9": "p9", "P10": "p10", "P11": "p11", "P13": "p13"}
+                "P9": "p9", "P10": "p10", "P11": "p11", "P12": "p12", "P13": "p13"}
 
 
 def weakened_probe(tmp: Path, disable: tuple[str, ...]) -> Path:
@@ -70,8 +70,12 @@ POLICY_WEAKENINGS = {
     "gitdir-trusted": "later_code.gitdir_may_be_writable = lambda gitdir, common, work: True",
     "keep-all-env": "_wrap_policy(lambda p: _replace(p, env=tuple(sorted(os.environ.items()))))",
     "expose-tmp": "_wrap_policy(lambda p: _replace(p, ro=p.ro + ('/tmp',)))",
-    "pass-fds": ("_spawn = run.spawn; run.spawn = lambda argv, pass_fds: _spawn(argv, tuple(pass_fds) + "
-                 "tuple(int(x) for x in os.environ['NO_DOCKER_TEST_FDS'].split()))"),
+    "pass-fds": ("_spawn = mediation.spawn_filtered; mediation.spawn_filtered = lambda argv, env, pass_fds: "
+                 "_spawn(argv, env, tuple(pass_fds) + tuple(int(x) for x in "
+                 "os.environ['NO_DOCKER_TEST_FDS'].split()))"),
+    # The connect mediation (P12) installed but answering nothing: a filter that allows every
+    # syscall gets the listener (so that each other layer can be shown alone).
+    "no-mediation": "mediation.program = lambda arch: bytes((6, 0, 0, 0, 0, 0, 0xFF, 0x7F))",
     "share-net": "_wrap_argv(lambda a: _insert_after(a, '--unshare-all', ['--share-net']))",
     "no-cap-drop": "_wrap_argv(lambda a: _drop_flag(a, '--cap-drop', 2))",
     "no-new-session": "_wrap_argv(lambda a: _drop_flag(a, '--new-session', 1))",
@@ -91,6 +95,7 @@ import no_docker.supervisor.isolation.plan as plan
 import no_docker.supervisor.isolation.later_code as later_code
 import no_docker.supervisor.run as run
 import no_docker.supervisor.isolation.syscall_filter as seccomp
+import no_docker.supervisor.isolation.mediation as mediation
 def _replace(p, **kw):
     return p.replace(**kw)
 def _strip_hidden(p, path):
@@ -109,12 +114,13 @@ def _wrap_argv(change):
     run.bwrap_argv = lambda *a, **k: change(orig(*a, **k))
 def _without_seccomp():
     # No `--seccomp FD`, and FD not passed either (else it would cross into the run: P7).
-    orig_argv, orig_spawn, dropped = run.bwrap_argv, run.spawn, []
+    orig_argv, orig_spawn, dropped = run.bwrap_argv, mediation.spawn_filtered, []
     def argv(*a, seccomp_fd=None, **k):
         dropped.append(seccomp_fd)
         return orig_argv(*a, **k)
     run.bwrap_argv = argv
-    run.spawn = lambda argv, pass_fds: orig_spawn(argv, tuple(fd for fd in pass_fds if fd not in dropped))
+    mediation.spawn_filtered = lambda argv, env, pass_fds: orig_spawn(
+        argv, env, tuple(fd for fd in pass_fds if fd not in dropped))
 """
 
 

@@ -60,7 +60,7 @@ def test_report_json(tmp_path):
     assert result.returncode == 3
     doc = json.loads(report.read_text())
     assert doc["proven"] is True and doc["exit_status"] == 3
-    assert doc["properties"] == [f"P{i}" for i in range(1, 12)]
+    assert doc["properties"] == [f"P{i}" for i in range(1, 14)]
     assert doc["timings_ms"]["proven"] > 0 and doc["timings_ms"]["total"] >= doc["timings_ms"]["proven"]
     assert doc["command"] == ["sh", "-c", "exit 3"]
 

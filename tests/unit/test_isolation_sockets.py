@@ -59,7 +59,8 @@ def build_args(build: str, tmp_path, weaken: tuple[str, ...], checks: tuple[str,
         return {}
     if build == "weak-policy":
         return {"weaken": weaken}
-    return {"weaken": weaken, "probe": weakened_probe(tmp_path, checks)}
+    # Each layer alone: the connect mediation (P12), the layer behind every other, off too.
+    return {"weaken": (*weaken, "no-mediation"), "probe": weakened_probe(tmp_path, (*checks, "P12"))}
 
 
 @pytest.mark.parametrize("build", BUILDS)

@@ -76,7 +76,7 @@ def test_check_names_each_property_not_only_its_number(tmp_path):
     result = run_no_docker(["--quiet", "--", *NO_DOCKER, "check"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = result.stdout.splitlines()
-    assert len(rows) == 11
+    assert len(rows) == 13
     for row in rows:
         prop, state, name = row.split(None, 2)
         assert state == "proven" and name == NAMES[prop] and len(name) > 10

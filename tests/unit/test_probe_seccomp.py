@@ -182,3 +182,17 @@ def test_vsock_refused_every_other_domain_allowed(arch, domain, kind):
         assert errno_of(run_bpf(program, nr, audit, (domain, kind, 0, 0, 0, 0))) == expected
         vsock_args = (seccomp.AF_VSOCK, kind, 0, 0, 0, 0)
         assert errno_of(run_bpf(program, nr, audit, vsock_args)) == errno.EAFNOSUPPORT
+
+
+@pytest.mark.parametrize("arch", sorted(seccomp.AUDIT_ARCH))
+@given(flags=st.integers(0, 2**32 - 1))
+@settings(max_examples=200, deadline=None)
+def test_fastopen_sends_refused_other_sends_allowed(arch, flags):
+    # A TCP Fast Open send connects without connect(2): the mediation would never see it.
+    program = seccomp.program(arch)
+    audit = seccomp.AUDIT_ARCH[arch]
+    for nr, arg in seccomp.FASTOPEN_SYSCALLS[arch].items():
+        args = [0] * 6
+        args[arg] = flags
+        expected = errno.EOPNOTSUPP if flags & seccomp.MSG_FASTOPEN else None
+        assert errno_of(run_bpf(program, nr, audit, tuple(args))) == expected

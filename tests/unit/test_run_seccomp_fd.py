@@ -15,8 +15,9 @@ from no_docker.supervisor.isolation import syscall_filter as seccomp
 
 
 class FakeLife:
-    def __init__(self) -> None:
+    def __init__(self, directory: str | None = None) -> None:
         self.launched_pid: int | None = None
+        self.directory = directory  # the marker dir: the sentinel socket (P12) is bound there
 
     @contextlib.contextmanager
     def cgroup_entered(self):
@@ -26,24 +27,37 @@ class FakeLife:
         self.launched_pid = pid
 
 
-def _start(monkeypatch, machine: str | None = None) -> tuple[dict, run_mod.Run]:
+class IdleMediator:
+    """Stands in for the connect mediation: no filter is installed, nothing is started."""
+
+    def __init__(self, listener: int) -> None:
+        os.close(listener)
+
+    def start(self) -> None:
+        pass
+
+
+def _start(monkeypatch, tmp_path, machine: str | None = None) -> tuple[dict, run_mod.Run]:
+    from no_docker.supervisor.isolation import mediation
+
     seen: dict = {}
 
     def argv_for(**fds: int) -> list[str]:
-        seen["fds"] = fds
-        return ["bwrap", "--seccomp", str(fds["seccomp_fd"]), "--", "probe"]
+        seen["fds"] = {k: v for k, v in fds.items() if isinstance(v, int)}
+        return ["/bin/true", "--seccomp", str(fds["seccomp_fd"]), "--", "probe"]
 
-    def spawn(argv: list[str], pass_fds: tuple[int, ...]) -> int:
+    def spawn(argv: list[str], env: dict, pass_fds: tuple[int, ...]) -> tuple[int, int]:
         fd = seen["fds"]["seccomp_fd"]
         seen.update(argv=argv, pass_fds=pass_fds, offset=os.lseek(fd, 0, os.SEEK_CUR),
                     data=os.pread(fd, 1 << 16, 0), inheritable=os.get_inheritable(fd))
-        return os.getpid()  # pidfd_open needs a live pid; nothing is started
+        return os.getpid(), os.open("/dev/null", os.O_RDONLY)  # a live pid for pidfd_open; no start
 
-    monkeypatch.setattr(run_mod, "spawn", spawn)
+    monkeypatch.setattr(mediation, "spawn_filtered", spawn)
+    monkeypatch.setattr(mediation, "Mediator", IdleMediator)
     if machine is not None:
         real = os.uname()
         monkeypatch.setattr(run_mod.os, "uname", lambda: type(real)((*real[:4], machine)))
-    run = run_mod.Run(argv_for, True, FakeLife())
+    run = run_mod.Run(argv_for, True, FakeLife(str(tmp_path)))
     try:
         run.start(b"plan\n")
     finally:
@@ -51,24 +65,28 @@ def _start(monkeypatch, machine: str | None = None) -> tuple[dict, run_mod.Run]:
             os.close(run.bwrap_pidfd)
         for fd in run.fds:
             os.close(fd)
+        if run.release_w >= 0:
+            os.close(run.release_w)
+        if run.sentinel is not None:
+            run.sentinel.close()
     return seen, run
 
 
 @pytest.mark.skipif(os.uname().machine not in seccomp.AUDIT_ARCH, reason="no filter for this arch")
-def test_bwrap_gets_the_program_from_offset_zero_and_the_fd_is_closed_after(monkeypatch):
-    seen, _ = _start(monkeypatch)
+def test_bwrap_gets_the_program_from_offset_zero_and_the_fd_is_closed_after(monkeypatch, tmp_path):
+    seen, _ = _start(monkeypatch, tmp_path)
     fd = seen["fds"]["seccomp_fd"]
     assert fd in seen["pass_fds"] and seen["argv"][1:3] == ["--seccomp", str(fd)]
     # bwrap read()s it to EOF from the current offset (load_file_data, bubblewrap 0.8.0)
     assert seen["offset"] == 0 and seen["data"] == seccomp.program(os.uname().machine)
-    assert len(set(seen["fds"].values())) == 5
+    assert len(set(seen["fds"].values())) == 6  # plan x2, seccomp, report, status, release
     with pytest.raises(OSError):
         os.fstat(fd)  # closed once bwrap has it
 
 
-def test_an_architecture_without_a_program_starts_nothing(monkeypatch):
+def test_an_architecture_without_a_program_starts_nothing(monkeypatch, tmp_path):
     before = sorted(os.listdir("/proc/self/fd"))
     with pytest.raises(NotProven) as info:
-        _start(monkeypatch, machine="sparc64")
+        _start(monkeypatch, tmp_path, machine="sparc64")
     assert info.value.prop == "P5" and "no syscall filter for sparc64" in str(info.value)
     assert sorted(os.listdir("/proc/self/fd")) == before  # no memfd, no pipe left open
