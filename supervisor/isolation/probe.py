@@ -156,6 +156,52 @@ def init_seccomp_mode(wait: float = 0.05) -> str | None:
         time.sleep(0.002)
 
 
+# --- nested user namespaces (P9) --------------------------------------------------------------
+# Made without a uid map, a user namespace inside the run held every capability over its own
+# mount and cgroup namespaces: it mounted cgroup2/v1 writable, lifted --max-pids, froze the
+# sandbox's init and left cgroups behind (red-team review). The run denies them twice: bwrap's
+# --disable-userns (the kernel's user.max_user_namespaces: ENOSPC) and the syscall filter
+# (EPERM; clone3 ENOSYS, its flags being out of the filter's reach). P9 tries every way in, in
+# a forked child (what succeeded there is gone with it) that alone pays for ctypes.
+# arch -> (clone, clone3); numbers as in syscall_filter.USERNS_RULES (tested together).
+USERNS_SYSCALLS = {"x86_64": (56, 435), "aarch64": (220, 435)}
+CLONE_NEWUSER = 0x10000000
+USERNS_REFUSED = (errno.EPERM, errno.ENOSPC, errno.EUSERS)  # filter, limit, nesting depth
+
+
+def try_nested_userns(arch: str) -> str | None:
+    """Try to make a user namespace: unshare, clone and clone3 with CLONE_NEWUSER. None when
+    each was refused as the run refuses it; else the first that was not (what it answered).
+    Call it in a child process: a try that succeeds moves the caller into the new namespace."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    clone, clone3 = USERNS_SYSCALLS[arch]
+    sigchld = 17
+    # struct clone_args, version 0 (64 bytes): flags, pidfd, child_tid, parent_tid, exit_signal...
+    args3 = (ctypes.c_uint64 * 8)(CLONE_NEWUSER, 0, 0, 0, sigchld, 0, 0, 0)
+    tries = (("unshare(CLONE_NEWUSER)", lambda: libc.unshare(CLONE_NEWUSER), ()),
+             ("clone(CLONE_NEWUSER)", lambda: libc.syscall(ctypes.c_long(clone),
+                                                            ctypes.c_long(CLONE_NEWUSER | sigchld),
+                                                            *(ctypes.c_long(0),) * 4), ()),
+             ("clone3(CLONE_NEWUSER)", lambda: libc.syscall(ctypes.c_long(clone3), ctypes.byref(args3),
+                                                             ctypes.c_long(64)), (errno.ENOSYS,)))
+    for name, call, also in tries:
+        ctypes.set_errno(0)
+        result = call()
+        if result == 0 and name != "unshare(CLONE_NEWUSER)":
+            os._exit(0)  # the new process of a clone that worked: gone at once
+        if result != -1:
+            if result > 0:
+                os.waitpid(result, 0)
+            return f"{name} succeeded"
+        code = ctypes.get_errno()
+        if code not in USERNS_REFUSED + also:
+            return f"{name} answered {errname(code)}, not a refusal"
+    return None
+
+
 PROPERTIES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11")
 # Refusals of connect() that mean "not reachable" (anything else, e.g. a timeout, is suspect).
 UNREACHED = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR, errno.ENOTSOCK,
@@ -397,6 +443,7 @@ class Probe:
         self._mounts: list[tuple[str, bool, str, str]] | None = None
         self._status: dict[str, str] | None = None
         self.sudo_pid: int | None = None
+        self.userns_try: tuple[int, int] | None = None  # (pid, read end) of the P9 try
 
     # helpers
     def mounts(self) -> list[tuple[str, bool, str, str]]:
@@ -624,6 +671,60 @@ class Probe:
         for path in ("/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/unified/cgroup.procs"):
             if os.path.exists(path) and try_write(path) is None:
                 raise NotProven("P9", f"{path} is writable")
+        if not self.gate:  # the gate tries in parallel with the other checks (run_all)
+            self.start_userns_try()
+            self.finish_userns_try()
+
+    # P9 (nested user namespaces): tried in a child; the gate starts it early and collects it last
+    def start_userns_try(self) -> None:
+        arch = os.uname().machine
+        if arch not in USERNS_SYSCALLS:
+            raise NotProven("P9", f"cannot try nested user namespaces on {arch} "
+                            f"(only {', '.join(USERNS_SYSCALLS)})")
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                os.close(read_end)
+                answer = try_nested_userns(arch) or ""
+            except BaseException as err:  # noqa: BLE001 - any failure to try is reported
+                answer = f"cannot try: {err!r}"
+            try:
+                os.write(write_end, (answer or "refused").encode("utf-8", "replace"))
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        self.userns_try = (pid, read_end)
+
+    def finish_userns_try(self, timeout: float = 10.0) -> None:
+        if self.userns_try is None:
+            return
+        import select  # here, not at the top: only the try needs it (0.2 ms)
+
+        pid, read_end = self.userns_try
+        self.userns_try = None
+        try:
+            answer = b""
+            deadline = time.monotonic() + timeout
+            while True:  # the child writes once and exits: read to EOF, bounded
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([read_end], [], [], remaining)[0]:
+                    break
+                chunk = os.read(read_end, 4096)
+                if not chunk:
+                    break
+                answer += chunk
+        finally:
+            os.close(read_end)
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+        text = answer.decode("utf-8", "replace")
+        if text != "refused":
+            raise NotProven("P9", f"a nested user namespace: {text or 'no answer from the try'} "
+                            "(bwrap needs --disable-userns; the run's syscall filter refuses it too)")
 
     # P11: nothing a shell reads at start-up comes from outside
     def p11(self) -> None:
@@ -786,9 +887,19 @@ class Probe:
                     # once the pid namespace is proven ours; `sudo -n true` runs nothing but true
                     # (under the run's filter: bwrap applied it before exec; p5_filter proves it).
                     self.start_sudo()
+                if prop == "P7" and self.gate:
+                    self.start_userns_try()  # after P7: its pipe is an fd P7 would refuse
                 done.append(prop)
             self.finish_sudo()
+            self.finish_userns_try()
         finally:
+            if self.userns_try is not None:
+                os.close(self.userns_try[1])
+                try:
+                    os.kill(self.userns_try[0], 9)
+                    os.waitpid(self.userns_try[0], 0)
+                except OSError:
+                    pass
             if self.sudo_pid is not None:
                 try:
                     os.kill(self.sudo_pid, 9)
