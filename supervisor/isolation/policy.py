@@ -242,11 +242,11 @@ def bwrap_argv(
     # The root tmpfs itself read-only (non-recursive: /tmp, /run... stay writable tmpfs).
     argv += ["--remount-ro", "/"]
     argv += ["--chdir", policy.chdir]
+    argv += NO_NESTED_USERNS  # with --unshare-all below: no user namespace inside (P9)
     # Namespaces: user (when possible), pid, net, ipc, uts, cgroup.
     # --unshare-all = --unshare-user-try --unshare-ipc --unshare-pid --unshare-net
     #                 --unshare-uts --unshare-cgroup-try (bwrap(1)).
     argv += ["--unshare-all"]
-    argv += NO_NESTED_USERNS
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     argv += ["--clearenv"]
     for name, value in policy.env:
