@@ -5,6 +5,7 @@ a real unshare/clone is T-48 (tests/regression/test_t48_nested_userns_denied.py)
 from __future__ import annotations
 
 import errno
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -72,7 +73,67 @@ def test_the_probe_tries_the_syscalls_the_filter_refuses(arch):
     # probe.py runs as a script (`python -I -S`) and keeps its own copy of the numbers.
     from no_docker.supervisor.isolation import probe
 
-    clone, clone3 = probe.USERNS_SYSCALLS[arch]
-    assert clone == NAMES[arch]["clone"] and clone3 == seccomp.CLONE3
+    unshare, clone, clone3 = probe.USERNS_SYSCALLS[arch]
+    assert (unshare, clone) == (NAMES[arch]["unshare"], NAMES[arch]["clone"]) and clone3 == seccomp.CLONE3
     assert probe.CLONE_NEWUSER == seccomp.CLONE_NEWUSER == NEWUSER
     assert sorted(probe.USERNS_SYSCALLS) == ARCHES
+
+
+TRY = "import sys; sys.path.insert(0, sys.argv[1]); import probe; print(probe.try_nested_userns(sys.argv[2]))"
+
+
+def _try_in_sandbox(flags: list[str], rules: dict[int, tuple[int, bool]] | None) -> str:
+    """``probe.try_nested_userns`` in a bwrap sandbox with FLAGS and a filter whose user-namespace
+    rules for this arch are RULES (None: no filter at all)."""
+    import os
+    import shutil
+    import subprocess
+
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.skip("bubblewrap is not installed (apt-get install bubblewrap)")
+    arch = os.uname().machine
+    if arch not in seccomp.AUDIT_ARCH:
+        pytest.skip(f"no filter for {arch}")
+    argv = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-all", *flags,
+            "--cap-drop", "ALL"]
+    pass_fds: tuple[int, ...] = ()
+    fd = -1
+    if rules is not None:
+        saved = seccomp.USERNS_RULES[arch]
+        seccomp.USERNS_RULES[arch] = rules
+        try:
+            program = seccomp.program(arch)
+        finally:
+            seccomp.USERNS_RULES[arch] = saved
+        fd = os.memfd_create("filter", 0)
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+        argv += ["--seccomp", str(fd)]
+        pass_fds = (fd,)
+    from no_docker.supervisor.isolation import probe
+
+    argv += ["--", sys.executable, "-I", "-S", "-c", TRY, os.path.dirname(probe.__file__), arch]
+    try:
+        out = subprocess.run(argv, pass_fds=pass_fds, capture_output=True, text=True, timeout=60)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if out.returncode != 0:
+        pytest.skip(f"bwrap cannot make this sandbox here: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def test_the_probe_try_finds_each_way_in_that_is_left_open():
+    arch = __import__("os").uname().machine
+    clone = NAMES.get(arch, {}).get("clone")
+    # Nothing denies: the first try succeeds. The run's rules but clone's: the next way in is
+    # found (the clone's new process exits at once).
+    assert _try_in_sandbox([], None) == "unshare(CLONE_NEWUSER) succeeded"
+    rules = dict(seccomp.USERNS_RULES.get(arch, {}))
+    assert _try_in_sandbox([], {k: v for k, v in rules.items() if k != clone}) == \
+        "clone(CLONE_NEWUSER) succeeded"
+    # the filter alone (clone3 ENOSYS), the kernel's limit alone (ENOSPC), and both
+    assert _try_in_sandbox([], rules) == "None"
+    assert _try_in_sandbox(["--unshare-user", "--disable-userns"], None) == "None"
+    assert _try_in_sandbox(["--unshare-user", "--disable-userns"], rules) == "None"
