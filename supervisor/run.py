@@ -215,6 +215,7 @@ class Run:
         self.fds: list[int] = []
         self.report_r = self.status_r = -1
         self.init_stuck = False  # bwrap did not follow CMD within the end timeout (Run.wait)
+        self.frozen = False  # the run's cgroup was frozen while it ran (Run.wait)
         self._status_buf = self._report_buf = b""
 
     # -- start ---------------------------------------------------------------------------
@@ -301,11 +302,16 @@ class Run:
     def wait(self, wakeup_r: int, pending: list[int]) -> int | None:
         """Until bwrap exits (its status) or an ending signal arrives (None); 125, with
         ``init_stuck`` set, when bwrap has not followed CMD within the end timeout (its init
-        frozen or moved from inside: the wait is never unbounded once CMD is gone)."""
+        frozen or moved from inside: the wait is never unbounded once CMD is gone), or with
+        ``frozen`` set, when the run's cgroup was frozen."""
         assert self.pid is not None and self.bwrap_pidfd is not None
         poller = select.poll()
         for fd in (self.bwrap_pidfd, wakeup_r, self.report_r, self.status_r):
             poller.register(fd, select.POLLIN)
+        events_fd = self.life.watch_cgroup()  # the run's cgroup frozen: end it (RunLifecycle)
+        if events_fd is not None:
+            self.fds.append(events_fd)
+            poller.register(events_fd, select.POLLPRI)
         cmd_fd: int | None = None
         cmd_gone: float | None = None
         while True:
@@ -319,6 +325,9 @@ class Run:
                 if not events:
                     self.init_stuck = True
                     return EXIT_NOT_PROVEN
+            if events_fd is not None and events_fd in events and self.life.cgroup_frozen(events_fd):
+                self.frozen = True
+                return EXIT_NOT_PROVEN
             if cmd_fd is not None and cmd_fd in events:
                 poller.unregister(cmd_fd)
                 cmd_gone = time.monotonic()
@@ -583,6 +592,9 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     proven = report.startswith("ok ")
     later_code = [f"{root}/{line}" for root in audited
                   for line in later_code_changes(later_before[root], later_code_sources(root))]
+    if run.frozen and ending.clean:
+        print("no-docker: the run's cgroup was frozen while it ran (from inside the run?); the run "
+              "was ended, the command's status is not known", file=sys.stderr)
     if run.init_stuck and ending.clean:
         print(f"no-docker: the sandbox's init did not end within {end_timeout:g} s of the command "
               "(frozen or moved from inside the run?); the run was ended, the command's status is "

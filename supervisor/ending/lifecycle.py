@@ -27,7 +27,7 @@ import time
 from ..errors import NotProven
 from . import markers
 from .algorithm import DEFAULT_TIMEOUT, EndReport, RunTarget, end_run, namespace_of
-from .cgroup import CgroupError, RunCgroup
+from .cgroup import CgroupError, RunCgroup, parse_events
 from .cgroup import create as create_cgroup
 from .membership import RunNamespace
 from .procfs import ProcessGone, ProcFS, ProcfsError
@@ -284,6 +284,28 @@ class RunLifecycle:
         self.seen_alive |= members_before(RunTarget(self.run_id, self.namespace, init, self.cgroup),
                                           self.procfs)
         self.release_launcher()
+
+    def watch_cgroup(self) -> int | None:
+        """An fd on the run's ``cgroup.events`` that polls POLLPRI when the file changes
+        (kernfs), or None without a v2 leaf. Nothing of no-docker freezes a run's cgroup while
+        it runs; if it becomes frozen (once possible from a user namespace made inside, now
+        denied: P9), bwrap and CMD would wait forever, so the run is ended instead."""
+        if self.cgroup is None or self.cgroup.path is None:
+            return None
+        try:
+            fd = os.open(f"{self.cgroup.path}/cgroup.events", os.O_RDONLY | os.O_CLOEXEC)
+            os.read(fd, 256)  # a read arms the notification
+        except OSError:
+            return None
+        return fd
+
+    @staticmethod
+    def cgroup_frozen(events_fd: int) -> bool:
+        """Read the run's ``cgroup.events`` again (re-arming it): is the cgroup frozen?"""
+        try:
+            return parse_events(os.pread(events_fd, 256, 0).decode("ascii", "replace")).get("frozen") == 1
+        except OSError:
+            return False
 
     def release_launcher(self) -> None:
         """Let bwrap run again (idempotent; see ``watch_command``)."""

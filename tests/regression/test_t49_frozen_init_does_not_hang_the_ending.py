@@ -8,7 +8,9 @@ T-48 takes that power from the run; this case does the freezing from outside (ro
 in for the run) and shows the ending no longer depends on the init: once CMD is gone, bwrap
 must follow within ``--end-timeout``, else the run is ended all the same. Expected: exit 125
 with a line saying why, every process of the run gone, the child cgroup removed with the
-run's own, no marker left; within seconds, not never.
+run's own, no marker left; within seconds, not never. And the run's whole cgroup frozen
+(CMD with it, so CMD never exits): the supervisor sees it in ``cgroup.events`` and ends the
+run at once, 125.
 """
 
 from __future__ import annotations
@@ -71,5 +73,39 @@ def test_a_frozen_init_does_not_hang_the_ending(tmp_path):
         end_all()
         if frozen is not None:
             for directory in cgroup.subtree(str(frozen.parent)):
+                with contextlib.suppress(OSError):
+                    Path(directory).rmdir()
+
+
+def test_a_frozen_run_cgroup_does_not_hang_the_run(tmp_path):
+    """The run's whole cgroup frozen (bwrap, its init and CMD with it): CMD never exits, so only
+    the cgroup tells; the run is ended at once, 125."""
+    require_bwrap()
+    if cgroup.v2_parent() is None:
+        pytest.skip("needs a writable cgroup2 hierarchy (the run's leaf, which is frozen)")
+    tok = token()
+    sup = Supervisor(["--", "sh", "-c", SCRIPT.format(tok=tok)], cwd=tmp_path)
+    leaf: Path | None = None
+    try:
+        sup.wait_line("ready")
+        row = next(r for r in runs_json() if r["owner_pid"] == sup.pid)
+        leaf = Path(row["cgroup"]["v2"])
+        (leaf / "cgroup.freeze").write_text("1")
+        code, err = sup.finish(timeout=20)  # unfixed: CMD is frozen too, and never exits
+        assert code == 125, err
+        assert "the run's cgroup was frozen while it ran" in err, err
+        assert "0 left" in err, err
+        assert settled_without(tok) == [], "a process of the run outlived it"
+        assert cgroups_left(row["run_id"]) == []
+        assert runs_json() == []
+    finally:
+        if leaf is not None:
+            with contextlib.suppress(OSError):
+                (leaf / "cgroup.freeze").write_text("0")
+        sup.kill()
+        kill_token(tok)
+        end_all()
+        if leaf is not None:
+            for directory in cgroup.subtree(str(leaf)):
                 with contextlib.suppress(OSError):
                     Path(directory).rmdir()
