@@ -75,3 +75,10 @@ def test_children_of_the_leaf_are_counted_removed_and_shown_gone():
                 os.rmdir(directory)
             except OSError:
                 pass
+
+
+@pytest.mark.parametrize(("killed", "words"), [(0, "0 processes killed"), (1, "1 process killed"),
+                                                (3, "3 processes killed")])
+def test_the_status_line_counts_in_words(killed, words):
+    line = EndReport("r1", clean=True, killed=killed, elapsed_ms=4.2).line()
+    assert line == f"run r1 ended, {words}, 0 left, 4 ms"
