@@ -55,12 +55,11 @@ def test_a_frozen_init_does_not_hang_the_ending(tmp_path):
             assert time.monotonic() < deadline, "the init did not freeze"
             time.sleep(0.01)
         (tmp_path / "go").touch()
-        started = time.monotonic()
-        code, err = sup.finish(timeout=20)  # unfixed: never returns (killed at 20 s: a failure)
+        # Unfixed, it never returns (killed after 10 s: a failure). Fixed: 1 s + the ending.
+        code, err = sup.finish(timeout=10)
         assert code == 125, err
         assert "the sandbox's init did not end within 1 s of the command" in err, err
         assert "0 left" in err, err
-        assert time.monotonic() - started < 10, err
         assert settled_without(tok) == [], "a process of the run outlived it"
         assert cgroups_left(row["run_id"]) == [], "the run's cgroups (and the frozen child) are left"
         assert runs_json() == [], "the run's marker was not removed"
@@ -91,7 +90,7 @@ def test_a_frozen_run_cgroup_does_not_hang_the_run(tmp_path):
         row = next(r for r in runs_json() if r["owner_pid"] == sup.pid)
         leaf = Path(row["cgroup"]["v2"])
         (leaf / "cgroup.freeze").write_text("1")
-        code, err = sup.finish(timeout=20)  # unfixed: CMD is frozen too, and never exits
+        code, err = sup.finish(timeout=10)  # unfixed: CMD is frozen too, and never exits
         assert code == 125, err
         assert "the run's cgroup was frozen while it ran" in err, err
         assert "0 left" in err, err
