@@ -278,8 +278,9 @@ def case_numbers(file_name: str) -> list[str]:
     return re.findall(r"\d\d", match.group(1)) if match else []
 
 
-# The T-cases of DESIGN §8 (there is no T-11, T-21 or T-22).
-DESIGN_CASES = tuple(f"{n:02d}" for n in range(40) if n not in (11, 21, 22))
+# The T-cases of DESIGN §8 (there is no T-11, T-21 or T-22), and those of issue 17 C / 16.10 /
+# 18.3: T-48 nested user namespaces, T-49 a frozen init, T-50 child cgroups, T-51 the kill count.
+DESIGN_CASES = tuple(f"{n:02d}" for n in range(40) if n not in (11, 21, 22)) + ("48", "49", "50", "51")
 
 
 def uncovered_cases(test_files: Iterable[str], weakenings: Iterable[Weakening]) -> list[str]:
