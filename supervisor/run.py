@@ -224,6 +224,8 @@ class Run:
         self.report_line: str | None = None
         self.fds: list[int] = []
         self.report_r = self.status_r = -1
+        self.init_stuck = False  # bwrap did not follow CMD within the end timeout (Run.wait)
+        self.frozen = False  # the run's cgroup was frozen while it ran (Run.wait)
         self._status_buf = self._report_buf = b""
         self.release_w = -1  # the probe waits on its other end once it has reported
         self.mediator: Mediator | None = None  # P12: answers every connect() of the run
@@ -363,21 +365,47 @@ class Run:
 
     # -- wait ----------------------------------------------------------------------------
     def wait(self, wakeup_r: int, pending: list[int]) -> int | None:
-        """Until bwrap exits (its status) or an ending signal arrives (None)."""
+        """Until bwrap exits (its status) or an ending signal arrives (None); 125, with
+        ``init_stuck`` set, when bwrap has not followed CMD within the end timeout (its init
+        frozen or moved from inside: the wait is never unbounded once CMD is gone), or with
+        ``frozen`` set, when the run's cgroup was frozen."""
         assert self.pid is not None and self.bwrap_pidfd is not None
         poller = select.poll()
         for fd in (self.bwrap_pidfd, wakeup_r, self.report_r, self.status_r):
             poller.register(fd, select.POLLIN)
         if self.mediator is not None:
             poller.register(self.mediator.failed_r, select.POLLIN)
+        events_fd = self.life.watch_cgroup()  # the run's cgroup frozen: end it (RunLifecycle)
+        if events_fd is not None:
+            self.fds.append(events_fd)
+            poller.register(events_fd, select.POLLPRI)
+        cmd_fd: int | None = None
+        cmd_gone: float | None = None
         while True:
             if pending or self.mediation_failure:
-                return None
-            events = dict(poller.poll())
+                return None  # the ending releases bwrap first (RunLifecycle.end)
+            if cmd_gone is None:
+                events = dict(poller.poll())
+            else:
+                left = cmd_gone + self.life.end_timeout - time.monotonic()
+                events = dict(poller.poll(max(0, left) * 1000)) if left > 0 else {}
+                if not events:
+                    self.init_stuck = True
+                    return EXIT_NOT_PROVEN
             if self.mediator is not None and self.mediator.failed_r in events:
                 # Fail closed: the kernel already refuses every connect (ENOSYS); end the run.
                 self.mediation_failure = f"the connect mediation stopped: {self.mediator.failure}"
                 return None
+            if events_fd is not None and events_fd in events and self.life.cgroup_frozen(events_fd):
+                self.frozen = True
+                return EXIT_NOT_PROVEN
+            if cmd_fd is not None and cmd_fd in events:
+                poller.unregister(cmd_fd)
+                cmd_gone = time.monotonic()
+                self.life.command_exited()  # notes what is left, lets bwrap go
+            if self.init_pidfd is not None and self.init_pidfd in events:
+                poller.unregister(self.init_pidfd)
+                self.life.release_launcher()  # the init is gone: bwrap must report it
             if self.status_r in events:
                 self._on_status()
                 if events[self.status_r] & select.POLLHUP and not events[self.status_r] & select.POLLIN:
@@ -386,6 +414,13 @@ class Run:
                 self._on_report()
                 if events[self.report_r] & select.POLLHUP and not events[self.report_r] & select.POLLIN:
                     poller.unregister(self.report_r)
+                if cmd_fd is None and (self.report_line or "").startswith("ok "):
+                    cmd_fd = self.life.watch_command()  # the probe, about to become CMD
+                    if cmd_fd is not None:
+                        self.fds.append(cmd_fd)
+                        poller.register(cmd_fd, select.POLLIN)
+                        if self.init_pidfd is not None:
+                            poller.register(self.init_pidfd, select.POLLIN)
             if wakeup_r in events:
                 _drain(wakeup_r)
             if self.bwrap_pidfd in events:
@@ -688,6 +723,13 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     # Only the command's refusals: until the probe's verdict they are its own tries of every route.
     refused = ([r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH]
                if run.mediator and proven else [])
+    if run.frozen and ending.clean:
+        print("no-docker: the run's cgroup was frozen while it ran (from inside the run?); the run "
+              "was ended, the command's status is not known", file=sys.stderr)
+    if run.init_stuck and ending.clean:
+        print(f"no-docker: the sandbox's init did not end within {end_timeout:g} s of the command "
+              "(frozen or moved from inside the run?); the run was ended, the command's status is "
+              "not known", file=sys.stderr)
     if not ending.clean:
         # The run's processes could not be shown gone: that outranks every other status.
         print(f"no-docker: ending not proven: {ending.reason}; the run's marker is kept; "

@@ -52,7 +52,10 @@ class RunTarget:
 class EndReport:
     run_id: str
     clean: bool
-    killed: int = 0  # processes this ending signalled (init and members found by passes)
+    # The run's processes this ending ended: the members alive when it began (the kernel kills
+    # most of them, through the namespace or cgroup.kill) and any a pass found later; never
+    # the sandbox's init or bwrap, which are no-docker's own.
+    killed: int = 0
     passes: int = 0
     left: tuple[Identity, ...] = ()
     unknown: tuple[Identity, ...] = ()
@@ -62,8 +65,8 @@ class EndReport:
 
     def line(self) -> str:
         if self.clean:
-            return (f"run {self.run_id} ended, {self.killed} processes killed, 0 left, "
-                    f"{self.elapsed_ms:.0f} ms")
+            return (f"run {self.run_id} ended, {plural(self.killed, 'process', 'processes')} killed, "
+                    f"0 left, {self.elapsed_ms:.0f} ms")
         return f"run {self.run_id} not shown ended: {self.reason}"
 
     def to_json(self) -> dict[str, object]:
@@ -71,6 +74,11 @@ class EndReport:
                 "passes": self.passes, "left": [str(i) for i in self.left],
                 "unknown": [str(i) for i in self.unknown], "elapsed_ms": round(self.elapsed_ms, 3),
                 "reason": self.reason}
+
+
+def plural(n: int, one: str, many: str) -> str:
+    """``1 process``, ``3 processes``, ``0 processes``."""
+    return f"{n} {one if n == 1 else many}"
 
 
 # --- signalling one process safely --------------------------------------------------------
@@ -167,6 +175,7 @@ def end_run(
     init_pidfd: int | None = None,
     reap: Callable[[], None] | None = None,
     kill: bool = True,
+    seen_before: set[int] | None = None,
 ) -> EndReport:
     """Kill everything of ``target`` and prove it gone within ``timeout`` seconds.
 
@@ -174,12 +183,15 @@ def end_run(
     ``reap``: called after the kill and between passes to wait for the caller's own children.
     ``kill=False`` only looks (the stale-run check before a new run): nothing is signalled,
     and the run counts as ended only if its init is already dead and a pass is clean.
+    ``seen_before``: pids of the run's processes the caller saw alive earlier (when CMD
+    exited), counted in ``killed`` with the members alive when this ending begins.
     """
     procfs = procfs or ProcFS()
     t0 = time.monotonic()
     deadline = t0 + timeout
     report = EndReport(target.run_id, clean=False)
     fds: list[int] = []
+    seen: set[int] = (members_before(target, procfs) | (seen_before or set())) if kill else set()
     try:
         init_dead, init_fd = _stop_init(target, procfs, init_pidfd, report, fds, kill)
         cgroup_killed = False
@@ -197,9 +209,10 @@ def end_run(
         if target.ns is None:
             _prove_by_cgroup(target, deadline, report, init_dead)
         else:
-            _prove_by_passes(target, target.ns, procfs, deadline, report, init_dead, reap, kill)
+            _prove_by_passes(target, target.ns, procfs, deadline, report, init_dead, reap, kill, seen)
     finally:
         close_all(fds)
+        report.killed = len(seen)
         report.elapsed_ms = (time.monotonic() - t0) * 1000
     return report
 
@@ -222,7 +235,6 @@ def _stop_init(target: RunTarget, procfs: ProcFS, init_pidfd: int | None, report
         return bool(select.select([fd], [], [], 0)[0]), None
     try:
         signal.pidfd_send_signal(fd, signal.SIGKILL)
-        report.killed += 1
     except ProcessLookupError:
         return True, None
     return False, fd
@@ -272,9 +284,34 @@ def _prove_by_cgroup(target: RunTarget, deadline: float, report: EndReport, init
         report.reason = f"cgroup {cg.path} still populated"
 
 
+def members_before(target: RunTarget, procfs: ProcFS) -> set[int]:
+    """The pids of the run's processes alive now, before the kill, but its init (for the count
+    of what the ending killed; the kernel's kills leave no trace to count afterwards).
+
+    From the run's cgroups (every cgroup below its leaves: a few small reads) where it has
+    any, keeping only members of its namespace (bwrap, outside it, is in the cgroup too);
+    else from one pass over /proc. Best effort: a process that cannot be read is not counted.
+    """
+    init = target.init.pid if target.init is not None else None
+    run = target.ns
+    try:
+        if target.cgroup is not None and (target.cgroup.path or target.cgroup.pids_v1):
+            pids = target.cgroup.tree_procs()
+            if run is None:
+                return set(pids) - {init}
+            membership = Membership(procfs, run)
+            return {pid for pid in pids if pid != init and membership.marker(pid) == Marker.MEMBER}
+        if run is None:
+            return set()
+        result = verdict(take_pass(LiveTable(procfs, run)), run_can_fork=True)
+        return {ident.pid for ident in result.members} - {init}
+    except (OSError, ProcfsError, CgroupError):
+        return set()
+
+
 def _prove_by_passes(target: RunTarget, run: RunNamespace, procfs: ProcFS, deadline: float,
                      report: EndReport, init_dead: bool, reap: Callable[[], None] | None,
-                     kill: bool) -> None:
+                     kill: bool, seen: set[int] | None = None) -> None:
     delay = 0.002
     last: PassResult | None = None
     while True:
@@ -302,7 +339,8 @@ def _prove_by_passes(target: RunTarget, run: RunNamespace, procfs: ProcFS, deadl
                     continue  # identity unreadable now: it stays listed, the next pass decides
                 if fd is not None:
                     killed.append(fd)
-            report.killed += len(killed)
+                    if seen is not None and (target.init is None or ident.pid != target.init.pid):
+                        seen.add(ident.pid)
             try:
                 wait_pidfds(killed, min(deadline, time.monotonic() + 0.2))
             finally:

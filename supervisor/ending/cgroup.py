@@ -158,6 +158,23 @@ class RunCgroup:
         except FileNotFoundError:
             return []
 
+    def tree_procs(self) -> list[int]:
+        """Every process in the run's cgroups and in any cgroup below them (v2 and v1 pids)."""
+        pids: list[int] = []
+        for leaf in (self.path, self.pids_v1):
+            if leaf is None:
+                continue
+            for directory in subtree(leaf):
+                try:
+                    pids += [int(x) for x in _read(f"{directory}/cgroup.procs").split()]
+                except FileNotFoundError:
+                    continue  # removed meanwhile
+        return list(dict.fromkeys(pids))
+
+    def left(self) -> list[str]:
+        """The run's cgroups that still exist, each with every cgroup below it (deepest first)."""
+        return [d for leaf in (self.path, self.pids_v1) if leaf is not None for d in subtree(leaf)]
+
     def wait_empty(self, deadline: float) -> bool:
         """Wait until ``populated 0`` (the kernel's own count) or the deadline."""
         delay = 0.0005
@@ -200,15 +217,14 @@ class RunCgroup:
         return True
 
     def remove(self, deadline: float | None = None) -> bool:
-        """rmdir the leaves. A v1 pids cgroup stays busy while zombies are counted in it,
-        so retry until the deadline; True when nothing of the run's cgroups is left."""
+        """rmdir the leaves and every cgroup below them, deepest first (a run that could write
+        its cgroup file system once made child cgroups that outlived it: red-team review). A
+        v1 pids cgroup stays busy while zombies are counted in it, so retry until the deadline.
+        True only when none of them exists any more (looked up again after the removal)."""
         self.close_hook()
         if deadline is None:
             deadline = time.monotonic() + 1.0
-        left = False
-        for directory in (self.path, self.pids_v1):
-            if directory is None:
-                continue
+        for directory in self.left():
             delay = 0.001
             while True:
                 try:
@@ -218,11 +234,10 @@ class RunCgroup:
                     break
                 except OSError as err:
                     if err.errno != errno.EBUSY or time.monotonic() >= deadline:
-                        left = True
                         break
                     time.sleep(delay)
                     delay = min(delay * 2, 0.05)
-        return not left
+        return not any(os.path.lexists(leaf) for leaf in (self.path, self.pids_v1) if leaf is not None)
 
     def as_record(self) -> dict[str, str | None]:
         return {"v2": None if self.path is None else str(self.path),
@@ -236,6 +251,23 @@ class RunCgroup:
         if v2 is None and v1 is None:
             return None
         return cls(v2 or None, v1 or None)
+
+
+def subtree(root: str) -> list[str]:
+    """ROOT and every directory below it, children before their parents (the order rmdir needs);
+    [] when ROOT does not exist. Symlinks are not followed (a cgroup file system has none);
+    iterative, so no depth of nesting can exhaust the stack."""
+    order: list[str] = []
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as entries:
+                stack += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        order.append(directory)
+    return order[::-1]
 
 
 def own_cgroup_dir(leaf: str, proc_cgroup: str | None = None) -> str:

@@ -16,7 +16,7 @@ from ..errors import EXIT_NOT_PROVEN, UsageError
 from . import markers
 from .algorithm import DEFAULT_TIMEOUT, EndReport, end_run
 from .cgroup import RunCgroup
-from .lifecycle import target_of
+from .lifecycle import cgroups_removed, target_of
 from .procfs import ProcFS
 
 EXIT_REFUSED = 1
@@ -169,10 +169,10 @@ def _end_locked(directory: str, run_id: str, procfs: ProcFS, *, force: bool, tim
         record.state = markers.ENDING
         _write(directory, record)
         report = end_run(target_of(record), procfs=procfs, timeout=timeout)
+    cg = RunCgroup.from_record(record.cgroup)
+    if report.clean and cg is not None:
+        cgroups_removed(cg, report)  # with every cgroup below them, or not proven
     if report.clean:
-        cg = RunCgroup.from_record(record.cgroup)
-        if cg is not None:
-            cg.remove()
         markers.remove_marker(directory)
         print(f"no-docker: {report.line()}", file=sys.stderr)
         return 0

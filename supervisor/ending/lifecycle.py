@@ -19,6 +19,7 @@ with state ``not-proven`` and ``life.end_command()`` is the exact command that f
 
 from __future__ import annotations
 
+import _signal as signal  # not signal: its enum import costs milliseconds on every run
 import _thread
 import os
 import time
@@ -26,7 +27,7 @@ import time
 from ..errors import NotProven
 from . import markers
 from .algorithm import DEFAULT_TIMEOUT, EndReport, RunTarget, end_run, namespace_of
-from .cgroup import CgroupError, RunCgroup
+from .cgroup import CgroupError, RunCgroup, parse_events
 from .cgroup import create as create_cgroup
 from .membership import RunNamespace
 from .procfs import ProcessGone, ProcFS, ProcfsError
@@ -65,6 +66,8 @@ class RunLifecycle:
         self.cgroup: RunCgroup | None = None
         self.namespace: RunNamespace | None = None
         self.init_pidfd: int | None = None
+        self.seen_alive: set[int] = set()  # the run's processes seen alive before the ending
+        self._launcher_held = False  # bwrap stopped while CMD runs (watch_command)
         self.launcher_pid: int | None = None  # the outer bwrap: our child
         self.launcher_status: int | None = None  # its exit code once reaped (-N: signal N)
         self.report: EndReport | None = None
@@ -221,6 +224,99 @@ class RunLifecycle:
         rec.state = markers.RUNNING
         self._save()
 
+    def command_pidfd(self) -> int | None:
+        """A pidfd on the sandbox's command: pid 2 of the run's namespace, the init's first
+        child, which the probe became (call it once the probe reported). None when it cannot
+        be told (gone already, or the init shows no such child): the caller then relies on
+        bwrap alone, as before.
+
+        Why: bwrap exits only after its init has reaped the command; an init that was frozen
+        or stopped from inside never does, and a supervisor that watched bwrap alone waited
+        forever (red-team review). The command's own exit is what the ending can trust.
+        """
+        init = self.record.init if self.record is not None else None
+        if self.init_pidfd is None or init is None:
+            return None
+        try:
+            children = self.procfs.read(init.pid, b"task/%d/children" % init.pid).split()
+            if not children:
+                return None
+            pid = int(children[0])
+            fd = os.pidfd_open(pid)
+        except (ProcfsError, ValueError, OSError):
+            return None
+        try:
+            st = self.procfs.stat(pid)
+            if st.ppid != init.pid or st.is_dead or self.procfs.nspid(pid)[-1] != 2:
+                os.close(fd)
+                return None
+        except (ProcfsError, IndexError):
+            os.close(fd)
+            return None
+        return fd
+
+    def watch_command(self) -> int | None:
+        """A pidfd on CMD (``command_pidfd``), and bwrap held until ``command_exited``.
+
+        Why hold bwrap: when CMD exits, bwrap's init tells bwrap, bwrap exits, and the kernel
+        SIGKILLs the init (``--die-with-parent``) and with it every process left in the run,
+        all before the ending begins: nothing would be left to see, and "N processes killed"
+        said 1 whatever the run left (issue 18). bwrap (the launcher, our child: its pid is
+        ours until reaped) is stopped while CMD runs; it needs to do nothing meanwhile, and
+        still dies with us if we are killed (``--die-with-parent``: SIGKILL ends a stopped
+        process). ``release_launcher`` lets it go; the ending always does that first.
+        """
+        fd = self.command_pidfd()
+        if fd is not None and self.launcher_pid is not None and self.launcher_status is None:
+            try:
+                os.kill(self.launcher_pid, signal.SIGSTOP)
+                self._launcher_held = True
+            except ProcessLookupError:
+                pass
+        return fd
+
+    def command_exited(self) -> None:
+        """CMD has exited: note the run's processes still alive (the ending counts them: the
+        kernel kills them as soon as bwrap is released), then release bwrap."""
+        from .algorithm import members_before
+
+        init = self.record.init if self.record is not None else None
+        self.seen_alive |= members_before(RunTarget(self.run_id, self.namespace, init, self.cgroup),
+                                          self.procfs)
+        self.release_launcher()
+
+    def watch_cgroup(self) -> int | None:
+        """An fd on the run's ``cgroup.events`` that polls POLLPRI when the file changes
+        (kernfs), or None without a v2 leaf. Nothing of no-docker freezes a run's cgroup while
+        it runs; if it becomes frozen (once possible from a user namespace made inside, now
+        denied: P9), bwrap and CMD would wait forever, so the run is ended instead."""
+        if self.cgroup is None or self.cgroup.path is None:
+            return None
+        try:
+            fd = os.open(f"{self.cgroup.path}/cgroup.events", os.O_RDONLY | os.O_CLOEXEC)
+            os.read(fd, 256)  # a read arms the notification
+        except OSError:
+            return None
+        return fd
+
+    @staticmethod
+    def cgroup_frozen(events_fd: int) -> bool:
+        """Read the run's ``cgroup.events`` again (re-arming it): is the cgroup frozen?"""
+        try:
+            return parse_events(os.pread(events_fd, 256, 0).decode("ascii", "replace")).get("frozen") == 1
+        except OSError:
+            return False
+
+    def release_launcher(self) -> None:
+        """Let bwrap run again (idempotent; see ``watch_command``)."""
+        if self._launcher_held and self.launcher_pid is not None and self.launcher_status is None:
+            # not reaped yet: the pid is still our child's
+            self._launcher_held = False
+            try:
+                os.kill(self.launcher_pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
     def _init_gone(self, pid: int, start: int) -> None:
         rec = self.record
         assert rec is not None
@@ -249,6 +345,7 @@ class RunLifecycle:
         """Kill and prove; idempotent. Removes marker + cgroup only when proven."""
         if self.report is not None:
             return self.report
+        self.release_launcher()
         try:
             self._leave_cgroup()  # never kill the cgroup we are in
             cgroup = self.cgroup
@@ -264,11 +361,11 @@ class RunLifecycle:
             report = self._end_by_subreaper()
         else:
             report = end_run(target, procfs=self.procfs, timeout=self.end_timeout,
-                             init_pidfd=self.init_pidfd, reap=self.reap)
+                             init_pidfd=self.init_pidfd, reap=self.reap, seen_before=self.seen_alive)
         self._reap_launcher(time.monotonic() + max(0.5, self.end_timeout / 4))
+        if report.clean and self.cgroup is not None:
+            cgroups_removed(self.cgroup, report)
         if report.clean:
-            if self.cgroup is not None and not self.cgroup.remove():
-                report.reason = "cgroup could not be removed"
             self._discard()
         else:
             if self.record is not None:
@@ -301,8 +398,7 @@ class RunLifecycle:
                     os.kill(found.si_pid, 9)  # our unreaped child: its pid is still ours
                 except ProcessLookupError:
                     pass
-                os.waitpid(found.si_pid, 0)
-                report.killed += 1
+                os.waitpid(found.si_pid, 0)  # bwrap or its init: not counted as the run's
             else:
                 time.sleep(0.005)  # a live child that has not exited yet: it was killed above
                 for pid in _own_children():
@@ -400,6 +496,18 @@ def _own_children() -> list[int]:
 # --- stale runs ---------------------------------------------------------------------------
 
 
+def cgroups_removed(cgroup: RunCgroup, report: EndReport) -> bool:
+    """Remove the run's cgroups and every cgroup below them; where any is left, the ending is
+    not proven (REPORT says which), so the marker stays and ``no-docker end`` tries again."""
+    if cgroup.remove():
+        return True
+    left = cgroup.left()
+    report.clean = False
+    report.reason = (f"{len(left)} cgroups of the run could not be removed: {', '.join(left[:3])}"
+                     f"{' ...' if len(left) > 3 else ''}")
+    return False
+
+
 def target_of(record: markers.RunRecord) -> RunTarget:
     """The RunTarget a marker describes (for `end`, and the stale check)."""
     ns = None
@@ -435,10 +543,10 @@ def refuse_if_stale(state: str | os.PathLike[str], procfs: ProcFS) -> None:
             markers.remove_marker(directory)  # a reboot ended every process of it
             continue
         report = stale_is_empty(record, procfs)
+        cg = RunCgroup.from_record(record.cgroup)
+        if report.clean and cg is not None:
+            cgroups_removed(cg, report)
         if report.clean:
-            cg = RunCgroup.from_record(record.cgroup)
-            if cg is not None:
-                cg.remove()
             markers.remove_marker(directory)
             continue
         raise NotProven("earlier runs ended",

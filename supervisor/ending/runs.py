@@ -31,7 +31,7 @@ def count_members(record: markers.RunRecord, procfs: ProcFS) -> int | None:
     target = target_of(record)
     if target.ns is None:
         if target.cgroup is not None and target.cgroup.path is not None:
-            return len(target.cgroup.procs())
+            return len(target.cgroup.tree_procs())  # every cgroup below the leaf too
         return 0 if record.state == markers.CREATED else None
     try:
         result = verdict(take_pass(LiveTable(procfs, target.ns)), run_can_fork=True)

@@ -325,7 +325,8 @@ def receive_listener(channel: socket.socket) -> int:
     if len(fds) != 1:
         for fd in fds:
             os.close(fd)
-        why = msg.decode("utf-8", "replace") if msg and msg != b"L" else "it died before installing the filter"
+        why = (msg.decode("utf-8", "replace") if msg and msg != b"L"
+               else "it died before installing the filter")
         raise MediationError(f"no listener from the child ({why})")
     os.set_inheritable(fds[0], False)
     return fds[0]

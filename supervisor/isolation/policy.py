@@ -137,6 +137,9 @@ FLAG_PROPERTIES: dict[str, tuple[str, ...]] = {
     "--ro-bind-data": ("P3",),
     "--json-status-fd": (),
     "--seccomp": ("P5", "P10"),
+    "--unshare-user": ("P9",),
+    "--disable-userns": ("P9",),
+    "--assert-userns-disabled": ("P9",),
     "--chdir": (),
     "--symlink": (),
     "--dir": ("P6",),
@@ -145,6 +148,17 @@ FLAG_PROPERTIES: dict[str, tuple[str, ...]] = {
 # P7 (only fds 0-2 cross) is not a bwrap flag: the supervisor starts bwrap with close_fds and
 # passes exactly the plan and report fds, which the probe closes before exec (see probe.py);
 # P11 follows from P6 and from the probe being the first process in the sandbox.
+
+
+# No user namespace can be made inside a run (P9). Unmapped, a nested one held every capability
+# over its own mount and cgroup namespaces (mount cgroup2/v1, lift --max-pids, freeze the init,
+# leave cgroups: red-team review). bwrap sets user.max_user_namespaces to 1 in the run's user
+# namespace and moves the run into a second one that cannot raise it, so the kernel refuses
+# every further one (ENOSPC), whatever syscall asks (clone3 included); it needs --unshare-user
+# (as root too: uid 0 is mapped to itself) and checks the result before the probe starts, as
+# --assert-userns-disabled asks. The syscall filter refuses the same on its own
+# (syscall_filter.userns_rules), and the probe tries (P9).
+NO_NESTED_USERNS = ("--unshare-user", "--disable-userns", "--assert-userns-disabled")
 
 
 def mount_layers(policy: Policy) -> list[tuple[str, str]]:
@@ -237,6 +251,7 @@ def bwrap_argv(
     # The root tmpfs itself read-only (non-recursive: /tmp, /run... stay writable tmpfs).
     argv += ["--remount-ro", "/"]
     argv += ["--chdir", policy.chdir]
+    argv += NO_NESTED_USERNS  # with --unshare-all below: no user namespace inside (P9)
     # Namespaces: user (when possible), pid, net, ipc, uts, cgroup.
     # --unshare-all = --unshare-user-try --unshare-ipc --unshare-pid --unshare-net
     #                 --unshare-uts --unshare-cgroup-try (bwrap(1)).

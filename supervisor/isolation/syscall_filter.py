@@ -23,7 +23,14 @@ Why each rule:
 * socket/socketpair with AF_VSOCK (P13): vsock is in no network namespace and reaches the
   hypervisor host and its VMs; the probe tries it (``probe.p13``);
 * the rest is DESIGN §4's list: ptrace, process_vm_*, bpf, perf_event_open, userfaultfd,
-  kernel modules, kexec.
+  kernel modules, kexec;
+* a nested user namespace (``USERNS_RULES``): unshare/clone with CLONE_NEWUSER, and setns to a
+  user namespace, EPERM; clone3, whose flags lie in a struct behind a pointer that BPF cannot
+  read, ENOSYS (glibc, musl and Rust then fall back to clone, as under Docker's default
+  profile). Unmapped, such a namespace held every capability over its own mount and cgroup
+  namespaces: it could mount cgroup2/v1 writable, lift ``--max-pids``, freeze the sandbox's
+  init and leave cgroups behind (red-team review). bwrap's ``--disable-userns`` denies the same
+  through the kernel's own limit (policy.py); this filter holds even where that flag is absent.
 Syscalls of another ABI (i386 through int 0x80, x32) are refused outright: their numbers differ.
 """
 
@@ -61,6 +68,14 @@ AF_VSOCK = 40
 # would never see it: an outside TCP socket passed in could reach the host's loopback.
 FASTOPEN_SYSCALLS = {"x86_64": {44: 3, 46: 2, 307: 3}, "aarch64": {206: 3, 211: 2, 269: 3}}
 MSG_FASTOPEN = 0x20000000
+# arch -> {syscall number: (index of its flags argument, refuse when the flags are 0 too)}.
+# setns(fd, 0) joins whatever namespace FD is, a user namespace included.
+USERNS_RULES = {
+    "x86_64": {56: (0, False), 272: (0, False), 308: (1, True)},  # clone, unshare, setns
+    "aarch64": {220: (0, False), 97: (0, False), 268: (1, True)},
+}
+CLONE3 = 435  # the same number on both
+CLONE_NEWUSER = 0x10000000
 SETID_BITS = 0o6000
 X32_SYSCALL_BIT = 0x40000000
 # Classic BPF (linux/filter.h, linux/seccomp.h): struct seccomp_data is {int nr; u32 arch;
@@ -71,8 +86,8 @@ _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 
 def program(arch: str) -> bytes:
     """The filter for ARCH as an array of ``struct sock_filter`` (8 bytes each): refuse setuid and
-    setgid modes, and the DENIED_SYSCALLS; allow everything else. KeyError for an unknown ARCH
-    (the run is then refused: it never runs unfiltered)."""
+    setgid modes, and the DENIED_SYSCALLS (and ``userns_rules``); allow everything else. KeyError
+    for an unknown ARCH (the run is then refused: it never runs unfiltered)."""
     audit_arch = AUDIT_ARCH[arch]
     insns: list[tuple[int, int, int, int]] = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, audit_arch),
                                               (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS), (_LD_ABS, 0, 0, 0)]
@@ -80,6 +95,7 @@ def program(arch: str) -> bytes:
         insns += [(_JGE, 0, 1, X32_SYSCALL_BIT), (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS)]
     for nr, code in sorted(DENIED_SYSCALLS[arch].items()):
         insns += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _RET_ERRNO | code)]
+    insns += userns_rules(arch)
     for nr in SOCKET_SYSCALLS[arch]:
         # errno EAFNOSUPPORT: what a kernel without vsock says, which callers already handle.
         insns += [(_JEQ, 0, 4, nr), (_LD_ABS, 0, 0, 16), (_JEQ, 0, 1, AF_VSOCK),
@@ -93,3 +109,18 @@ def program(arch: str) -> bytes:
     insns.append((_RET, 0, 0, _RET_ALLOW))
     return b"".join(code.to_bytes(2, "little") + bytes((jt, jf)) + k.to_bytes(4, "little")
                     for code, jt, jf, k in insns)
+
+
+def userns_rules(arch: str) -> list[tuple[int, int, int, int]]:
+    """The instructions that refuse a nested user namespace (``USERNS_RULES``, clone3), for a
+    program whose accumulator holds the syscall number; each rule either returns or falls
+    through with the number reloaded."""
+    insns = [(_JEQ, 0, 1, CLONE3), (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS)]
+    for nr, (arg, zero_too) in sorted(USERNS_RULES[arch].items()):
+        # nr? load the flags' low half (CLONE_NEWUSER is bit 28); refuse; else reload nr.
+        body = [(_LD_ABS, 0, 0, 16 + 8 * arg)]
+        if zero_too:
+            body.append((_JEQ, 1, 0, 0))
+        body += [(_JSET, 0, 1, CLONE_NEWUSER), (_RET, 0, 0, _RET_ERRNO | errno.EPERM), (_LD_ABS, 0, 0, 0)]
+        insns += [(_JEQ, 0, len(body), nr), *body]
+    return insns

@@ -278,9 +278,10 @@ def case_numbers(file_name: str) -> list[str]:
     return re.findall(r"\d\d", match.group(1)) if match else []
 
 
-# The T-cases of DESIGN §8 (there is no T-11, T-21 or T-22).
 # DESIGN §8: T-00..T-39 (no 11, 21, 22) and the lifetime cases T-40..T-46; the issues number
-# their cases on from T-47 (issue 16: "DESIGN §8 numbering goes on after T-46").
+# their cases on from T-47 (issue 16: "DESIGN §8 numbering goes on after T-46"): T-47 the
+# state dir, T-48 nested user namespaces, T-49 a frozen init, T-50 child cgroups, T-51 the kill
+# count, T-53.. code that runs later.
 DESIGN_CASES = tuple(f"{n:02d}" for n in range(47) if n not in (11, 21, 22))
 FIRST_ISSUE_CASE = 47
 

@@ -61,8 +61,12 @@ def _weaker(tmp_path, flags: list[str]) -> subprocess.CompletedProcess:
     (["--bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid"], "P5"),
     # No --clearenv: $DOCKER_HOST (set for this test) crosses.
     (["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--cap-drop", "ALL"], "P6"),
+    # Nested user namespaces not denied: P9 makes one (in a child) and refuses.
+    (["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--cap-drop", "ALL",
+      "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"], "P9"),
     # Everything but the file-system view: the host's /run (and its sockets) is still there.
     (["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--cap-drop", "ALL",
+      "--unshare-user", "--disable-userns",
       "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"], "P3"),
 ])
 def test_check_in_a_weaker_sandbox_fails(tmp_path, flags, failed):
