@@ -86,6 +86,32 @@ def test_engine_path_refuses_inside_the_run(attempts, label):
     assert attempts["isolated"][label] != "connected", f"{label} connected from inside no-docker run"
 
 
+VISIBLE = r"""
+import json, os, stat, sys
+shown = []
+for label, kind, address in json.loads(sys.argv[1]):
+    if kind != "unix":
+        continue
+    try:
+        if stat.S_ISSOCK(os.stat(address).st_mode):
+            shown.append(label)
+    except OSError:
+        pass
+print(json.dumps(shown))
+"""
+
+
+def test_engine_paths_are_not_even_sockets_inside_the_run(module_guard):
+    # The hiding layer alone (tmpfs over the engine dirs, /dev/null masks), not only the connect
+    # mediation behind it (P12): inside the run no engine path is a socket at all.
+    targets = engine_targets(module_guard.layout)
+    done = module_guard.run(no_docker_argv("run", "--quiet", "--work", str(module_guard.work), "--",
+                                           sys.executable, "-I", "-c", VISIBLE, json.dumps(targets)),
+                            timeout=120)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-600:]
+    assert json.loads(done.stdout) == [], f"engine sockets visible inside the run: {done.stdout.decode()}"
+
+
 def test_canary_recorded_nothing_from_the_run(attempts):
     assert attempts["records"] == [], f"the canary recorded {len(attempts['records'])} records from the run"
 

@@ -85,7 +85,7 @@ def repinned_payload(old: str, new: str) -> dict[str, Edit]:
 
 def main() -> int:
     make("t04-sockets-bound-through.patch",
-         [f"{T4_PATH} {T4}::test_canary_recorded_nothing_from_the_run"],
+         [f"{T4}::test_engine_paths_are_not_even_sockets_inside_the_run"],
          "every listening socket found outside is bound read-only into the sandbox instead of masked "
          "with /dev/null (a read-only bind does not stop connect()), and the probe's P3 check is skipped",
          {"supervisor/isolation/plan.py": regex(r"^(\s*)masked = sockets_to_mask\([^)]*\)",
@@ -99,10 +99,15 @@ def main() -> int:
          [f"{T3}::test_canary_recorded_nothing " + " ".join(f"{T4_PATH}[{p}]" for p in tcp_and_abstract),
           PROVE],
          "bwrap gets --share-net (the guard's network namespace: loopback ports and abstract sockets "
-         "reachable) and the probe's P2 check is skipped",
+         "reachable), the connect mediation lets every connect through (the run's namespace is the "
+         "guard's now), and the probe's P2 and P12 checks are skipped",
          {"supervisor/isolation/policy.py": replace('argv += ["--unshare-all"]',
                                           'argv += ["--unshare-all", "--share-net"]'),
-          "supervisor/isolation/probe.py": early_return("p2")})
+          "supervisor/isolation/mediation.py": replace(
+              'insns += [(_JEQ, 0, 1, NR[arch]["connect"]), (_RET, 0, 0, SECCOMP_RET_USER_NOTIF),',
+              'insns += [(_JEQ, 0, 1, NR[arch]["connect"]), (_RET, 0, 0, SECCOMP_RET_ALLOW),'),
+          "supervisor/isolation/probe.py": lambda text, path: early_return("p12")(
+              early_return("p2")(text, path), path)})
     make("t03-git-hooks-writable.patch",
          [f"{T3}::test_persistence_files_unchanged"],
          "the work dir's .git/hooks and .git/config (and start-up files) are no longer re-bound "
