@@ -28,6 +28,7 @@ import select
 import sys
 import time
 
+from .ending import markers
 from .ending.algorithm import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
 from .ending.lifecycle import RunLifecycle
 from .ending.procfs import ProcfsError
@@ -40,6 +41,7 @@ from .isolation.plan import (
     encode_plan,
     namespace_ids,
     probe_source_path,
+    writable_roots,
 )
 from .isolation.policy import DOCKER_CONFIG_DIR, Policy, bwrap_argv
 
@@ -520,10 +522,16 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             raise NotProven("isolation", blocker)
     if pending:
         return 128 + pending[0]
+    # The state dir must lie outside everything the run can write, or a run could plant the
+    # run.json that the next run or `end` acts on as root (red-team round 2, A1): checked
+    # against the roots asked for before any marker is read, and again once the policy knows
+    # every writable root (a worktree's common git dir...).
+    state = markers.state_dir()
+    markers.refuse_writable_state(state, writable_roots(request))
     # The stale-run check, the run marker, the cgroup (+ --max-pids). Leaving the block by any
     # path ends the run; an ending that cannot be shown is reported below, never dropped.
     with RunLifecycle(list(request.command), max_pids=max_pids, end_timeout=end_timeout,
-                      subreaper=True, enter_cgroup_early=True) as life:
+                      subreaper=True, enter_cgroup_early=True, state=state) as life:
         try:
             listing = collect()
         except ListingError as err:
@@ -531,6 +539,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
                             "it cannot be shown unreachable without knowing it") from err
         listed = time.monotonic()
         policy = build_policy(request, listing, environ, probe_source=probe_source_path())
+        markers.refuse_writable_state(state, [policy.work, *policy.rw])
         # Files created during the run that make git or a shell run code later, outside (a new
         # .git/commondir, a gitlink + sub/.git, .envrc...) cannot be blocked by mounts: they
         # are fingerprinted now and compared once every process of the run is gone.

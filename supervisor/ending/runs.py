@@ -66,7 +66,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
     args = p.parse_args(argv)
     state = markers.state_dir()
-    rows = describe(state, ProcFS()) if os.path.exists(state) else []
+    # An existing state dir is verified before its markers are believed (owner, 0700, no link).
+    rows = describe(markers.ensure_state_dir(state), ProcFS()) if os.path.lexists(state) else []
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         sys.stdout.write("\n")

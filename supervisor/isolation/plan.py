@@ -183,6 +183,17 @@ def _guard_writable(path: str, flag: str) -> None:
             raise UsageError(f"{flag} {path}: refused, system directories stay read-only (P4)")
 
 
+def writable_roots(request: Request) -> list[str]:
+    """The host directories REQUEST makes writable (work dir, --rw), resolved and checked as
+    ``build_policy`` checks them, so that a bad --work/--rw is the usage error it always was."""
+    work = _real_existing(request.work or os.getcwd(), "--work")
+    _guard_writable(work, "--work")
+    rw = [_real_existing(p, "--rw") for p in request.rw]
+    for original, path in zip(request.rw, rw, strict=True):
+        _guard_writable(path, f"--rw {original} ->")
+    return [work, *rw]
+
+
 def namespace_ids(proc: str = "/proc") -> dict[str, str]:
     ids = {}
     for name in ("pid", "net", "ipc", "uts", "mnt", "cgroup", "user"):
