@@ -50,21 +50,24 @@ if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
     from collections.abc import Callable
 
     from .ending.algorithm import EndReport
+    from .isolation.publish import Forwarder
 
 USAGE = ("usage: no-docker run [--work DIR] [--ro PATH]... [--rw PATH]... [--keep-env NAME]... "
-         "[--report FILE] [--max-pids N] [--end-timeout SECONDS] [--quiet] -- CMD [ARG...]")
+         "[--publish [127.0.0.1:]PORT]... [--report FILE] [--max-pids N] [--end-timeout SECONDS] "
+         "[--quiet] -- CMD [ARG...]")
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Where bwrap is looked for first: a directory on $PATH may be writable by an earlier run (a
 # venv's bin, ~/bin), and the bubblewrap of the next run must never come from there.
 BWRAP_FALLBACK_DIRS = ("/usr/bin", "/bin")
 _VALUE_OPTIONS = {"--work": "work", "--ro": "ro", "--rw": "rw", "--keep-env": "keep_env",
-                  "--report": "report", "--max-pids": "max_pids", "--end-timeout": "end_timeout"}
+                  "--publish": "publish", "--report": "report", "--max-pids": "max_pids",
+                  "--end-timeout": "end_timeout"}
 MAX_PIDS_MIN = 8  # bwrap, its init, the probe and CMD need a few pids before CMD forks anything
 
 
 def parse_args(argv: list[str]) -> Request:
     """Parse ``run``'s options; UsageError names the offending flag."""
-    values: dict[str, list[str]] = {"ro": [], "rw": [], "keep_env": []}
+    values: dict[str, list[str]] = {"ro": [], "rw": [], "keep_env": [], "publish": []}
     single: dict[str, str] = {}
     quiet = False
     i = 0
@@ -109,9 +112,38 @@ def parse_args(argv: list[str]) -> Request:
     for name in values["keep_env"]:
         if not name.replace("_", "a").isalnum() or name[0].isdigit():
             raise UsageError(f"--keep-env {name!r}: not a variable name")
+    publish: tuple[int, ...] = ()
+    if values["publish"]:
+        from .isolation.publish import parse_publish
+
+        publish = tuple(dict.fromkeys(parse_publish(v) for v in values["publish"]))
     return Request(command=tuple(command), work=single.get("work"), ro=tuple(values["ro"]),
                    rw=tuple(values["rw"]), keep_env=tuple(values["keep_env"]),
-                   report=single.get("report"), quiet=quiet)
+                   report=single.get("report"), quiet=quiet, publish=publish)
+
+
+def given_options(argv: list[str]) -> set[str]:
+    """The long options ARGV itself uses, before CMD (for the config merge and --report)."""
+    given = set()
+    i = 0
+    while i < len(argv) and argv[i] != "--" and argv[i].startswith("-"):
+        name, eq, _ = argv[i].partition("=")
+        given.add(name)
+        i += 1 if eq or name not in _VALUE_OPTIONS else 2
+    return given
+
+
+def with_config(argv: list[str], request: Request) -> tuple[list[str], object]:
+    """ARGV with the defaults of ``[tool.no-docker]`` in the work dir's pyproject.toml merged
+    in (see config.py), and the config (None without one). Only called when the file exists."""
+    from .isolation import config
+
+    work = os.path.abspath(request.work or os.getcwd())
+    cfg = config.load(work)
+    if cfg is None:
+        return argv, None
+    config.check(cfg, work, parse_args, ending_options)
+    return config.merge(cfg, argv, given_options(argv)), cfg
 
 
 def ending_options(argv: list[str]) -> tuple[int | None, float]:
@@ -217,6 +249,7 @@ class Run:
         self.fds: list[int] = []
         self.report_r = self.status_r = -1
         self._status_buf = self._report_buf = b""
+        self.publish: Forwarder | None = None  # --publish: started once the init is known
 
     # -- start ---------------------------------------------------------------------------
     def start(self, plan: bytes) -> None:
@@ -280,6 +313,8 @@ class Run:
         except ProcfsError:
             return
         self.init_pid, self.init_pidfd = pid, self.life.init_pidfd
+        if self.publish is not None and self.init_pidfd is not None:
+            self.publish.start(self.init_pidfd, pid)
 
     def _await_init(self, timeout: float) -> None:
         """bwrap writes the init's pid right after clone(2): wait (bounded) for it, or for
@@ -336,6 +371,8 @@ class Run:
     def end(self) -> EndReport:
         """End the run: kill everything of it and prove it gone (``RunLifecycle.end``), reap
         bwrap. Every path out of ``_run`` comes through here, exactly once."""
+        if self.publish is not None:
+            self.publish.close()  # the forwarder ends with the run, before its processes
         if self.init_pidfd is None and self.status_r >= 0:
             # A signal may end the run before the loop read bwrap's status: read it now (and
             # wait briefly if bwrap has not written it yet), so the init is killed directly
@@ -490,10 +527,15 @@ def main(argv: list[str]) -> int:
     report_file = None
     try:
         request = parse_args(argv)
+        cli_argv, cfg = argv, None
+        if os.path.exists(os.path.join(request.work or ".", "pyproject.toml")):  # one stat when none
+            argv, cfg = with_config(argv, request)
+            request = parse_args(argv)
         max_pids, end_timeout = ending_options(argv)
         report_file = ReportFile(request.report) if request.report else None
         try:
-            return _run(request, started, signals, max_pids, end_timeout, report_file)
+            return _run(request, started, signals, max_pids, end_timeout, report_file,
+                        (cli_argv, cfg) if report_file else None)
         except NotProven as err:
             # Refused before the sandbox existed: the report says so too, then the CLI prints it.
             if report_file:
@@ -511,8 +553,17 @@ def main(argv: list[str]) -> int:
         signals.restore()
 
 
+def _settings(origin: tuple[list[str], object] | None) -> dict[str, str]:
+    """--report's ``settings``: where each option in effect came from."""
+    from .isolation import config
+
+    argv, cfg = origin if origin is not None else ([], None)
+    return config.sources(cfg, given_options(argv) - {"--work", "--report"})  # type: ignore[arg-type]
+
+
 def _run(request: Request, started: float, signals: _Signals, max_pids: int | None,
-         end_timeout: float, report_file: ReportFile | None) -> int:
+         end_timeout: float, report_file: ReportFile | None,
+         origin: tuple[list[str], object] | None = None) -> int:
     pending = signals.pending
     environ = dict(os.environ)
     bwrap = find_bwrap(environ)
@@ -554,6 +605,11 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
                               report_fd=report_fd, status_fd=status_fd, seccomp_fd=seccomp_fd)
 
         run = Run(argv_for, request.quiet, life)
+        if request.publish and not pending:
+            from .isolation.publish import Forwarder
+
+            run.publish = Forwarder(request.publish)
+            run.publish.bind()
         code: int | None = None
         try:
             if not pending:  # a signal before the sandbox exists: nothing is started
@@ -605,6 +661,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             "signal": pending[0] if pending else None, "bwrap": bwrap, "work": policy.work,
             "masked_sockets": list(policy.masked), "listing": listing_json,
             "run_id": life.run_id, "ending": ending.to_json(), "later_code": later_code,
+            "settings": _settings(origin), "published": list(request.publish),
             "timings_ms": {"listing": round((listed - started) * 1000, 2),
                            "proven": float(fields[1]) if proven else None,
                            "probe": float(fields[2]) if proven else None,

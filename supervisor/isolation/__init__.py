@@ -8,6 +8,8 @@
                       tries every route and ``exec``s CMD only when every property is proven.
 - ``syscall_filter``  the classic-BPF filter bwrap applies to every process of the run.
 - ``check``           ``no-docker check``: the probe's checks, standalone, from inside a run.
+- ``config``          ``[tool.no-docker]`` in the work dir's pyproject.toml: defaults for ``run``.
+- ``publish``         ``--publish``: a host loopback port forwarded into the run's loopback.
 
 May import: the standard library, ``supervisor.errors`` and ``supervisor.record``. Must not
 import ``canary``, ``mutants``, ``ci``, ``proving`` or ``ending`` (the run path stays free of

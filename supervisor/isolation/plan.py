@@ -126,6 +126,7 @@ class Request:
     keep_env: tuple[str, ...] = ()
     report: str | None = None
     quiet: bool = False
+    publish: tuple[int, ...] = ()  # loopback TCP ports forwarded from the host (--publish)
 
 
 # First components under $HOME that run code later, outside: never writable (--work/--rw).
