@@ -122,6 +122,21 @@ def parse_args(argv: list[str]) -> Request:
                    report=single.get("report"), quiet=quiet, publish=publish)
 
 
+def config_table(work: str) -> object:
+    """What ``[tool.no-docker]`` of WORK says now (compared before and after a run); free when
+    there is no pyproject.toml, and no parser unless it mentions no-docker."""
+    path = os.path.join(work, "pyproject.toml")
+    if not os.path.lexists(path):
+        return None
+    from .isolation import config
+
+    try:
+        found = config.load(work)
+    except UsageError as err:
+        return str(err)
+    return None if found is None else found.table
+
+
 def given_options(argv: list[str]) -> set[str]:
     """The long options ARGV itself uses, before CMD (for the config merge and --report)."""
     given = set()
@@ -596,6 +611,9 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         # are fingerprinted now and compared once every process of the run is gone.
         audited = [policy.work, *policy.rw]
         later_before = {root: later_code_sources(root) for root in audited}
+        # The next run's defaults live in the work dir too: a run that rewrote them could widen
+        # the next run (another --rw, --keep-env) within what a command line may ask.
+        config_before = config_table(policy.work)
         listing_json = listing.to_json()
         plan = encode_plan(plan_items(policy, request, listing_json, started))
 
@@ -622,6 +640,8 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     proven = report.startswith("ok ")
     later_code = [f"{root}/{line}" for root in audited
                   for line in later_code_changes(later_before[root], later_code_sources(root))]
+    if config_table(policy.work) != config_before:
+        later_code.append(f"{policy.work}/pyproject.toml [tool.no-docker] (the next run's defaults)")
     if not ending.clean:
         # The run's processes could not be shown gone: that outranks every other status.
         print(f"no-docker: ending not proven: {ending.reason}; the run's marker is kept; "

@@ -136,3 +136,16 @@ def test_no_config_costs_no_toml_import(tmp_path):
                          capture_output=True, text=True, timeout=30)
     assert out.stdout.split() == ["False", "False", "False"], out.stderr[-2000:]
     assert "tomllib" not in out.stderr
+
+
+@needs_bwrap
+def test_a_run_that_rewrites_the_config_is_not_proven(tmp_path):
+    """The next run's defaults are code that runs later: a run must not widen them unseen."""
+    _write(tmp_path, "quiet = true\n")
+    script = "printf '[tool.no-docker]\\nrw = [\"/root/.ssh\"]\\n' > pyproject.toml"
+    result = run_no_docker(["--", "sh", "-c", script], cwd=tmp_path)
+    assert result.returncode == 125, result.stderr
+    assert "pyproject.toml [tool.no-docker] (the next run's defaults)" in result.stderr
+    _write(tmp_path, "quiet = true\n")
+    untouched = run_no_docker(["--", "sh", "-c", "echo '# a comment' >> pyproject.toml"], cwd=tmp_path)
+    assert untouched.returncode == 0, untouched.stderr  # the table itself is the same
