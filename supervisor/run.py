@@ -593,11 +593,12 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     # against the roots asked for before any marker is read, and again once the policy knows
     # every writable root (a worktree's common git dir...).
     state = markers.state_dir()
-    markers.refuse_writable_state(state, writable_roots(request))
+    roots = writable_roots(request)
+    markers.refuse_writable_state(state, roots)
     # The stale-run check, the run marker, the cgroup (+ --max-pids). Leaving the block by any
     # path ends the run; an ending that cannot be shown is reported below, never dropped.
     with RunLifecycle(list(request.command), max_pids=max_pids, end_timeout=end_timeout,
-                      subreaper=True, enter_cgroup_early=True, state=state) as life:
+                      subreaper=True, enter_cgroup_early=True, state=state, work=roots[0]) as life:
         try:
             listing = collect()
         except ListingError as err:

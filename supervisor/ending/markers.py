@@ -158,6 +158,7 @@ class RunRecord:
     launcher: Identity | None = None  # the outer bwrap process (our child)
     cgroup: dict[str, str | None] | None = None
     detail: str = ""
+    work: str = ""  # the work dir (for `runs`; only ever shown)
 
     def to_json(self) -> dict[str, object]:
         """The run.json object: every field in declaration order, then ``version``."""
@@ -175,6 +176,7 @@ class RunRecord:
             "launcher": _identity_json(self.launcher),
             "cgroup": None if self.cgroup is None else dict(self.cgroup),
             "detail": self.detail,
+            "work": self.work,
             "version": VERSION,
         }
 
@@ -194,7 +196,7 @@ class RunRecord:
             created=float(data.get("created", 0.0)), ns_id=data.get("ns_id"),
             ns_inode=data.get("ns_inode"), ns_depth=data.get("ns_depth"), init=ident(data.get("init")),
             launcher=ident(data.get("launcher")), cgroup=data.get("cgroup"),
-            detail=str(data.get("detail", "")),
+            detail=str(data.get("detail", "")), work=str(data.get("work", "")),
         )
 
 

@@ -237,7 +237,7 @@ def test_run_json_has_every_field_in_declaration_order_then_the_version():
         "run_id": "r1", "owner": {"pid": 1, "start_time": 2}, "boot_id": "boot", "command": ["a", "b"],
         "state": "running", "created": 12.5, "ns_id": 9, "ns_inode": 4026531836, "ns_depth": 1,
         "init": {"pid": 5, "start_time": 6}, "launcher": {"pid": 7, "start_time": 8},
-        "cgroup": {"v2": "/x", "pids_v1": None}, "detail": "d", "version": markers.VERSION,
+        "cgroup": {"v2": "/x", "pids_v1": None}, "detail": "d", "work": "", "version": markers.VERSION,
     }
     assert list(data) == [*markers.RunRecord.__record_fields__, "version"]
     # copies, as asdict made: changing the JSON object leaves the record alone
