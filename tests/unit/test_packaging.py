@@ -1,0 +1,78 @@
+"""Packaging (issue 15 item 6): ``python -m build`` makes an sdist and a wheel with the license as
+an SPDX expression; the wheel installs into a clean venv outside the repository, and
+``no-docker --version`` and ``no-docker prove`` (PROVEN) work from there.
+
+One test, about 30 s: the build (an isolated build env), the install (dependencies from the
+configured index), and ``prove``. It found a real bug the first time: installed in a venv under
+/tmp, the outer guard bound the venv and the package inside it as two mounts, and the run
+inside refused (P4) because a read-only bind of the outer one leaves the inner one writable.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _skip_reason() -> str | None:
+    try:
+        import build  # noqa: F401
+    except ImportError:
+        return "the `build` package is not installed (pip install -e '.[test]')"
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+def test_wheel_installs_outside_the_repo_and_proves():
+    with tempfile.TemporaryDirectory(prefix="no-docker-wheel-") as scratch:
+        base = Path(scratch)
+        built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(base / "dist"), str(REPO)],
+                               capture_output=True, text=True, timeout=300)
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+        log = built.stdout + built.stderr
+        assert "License classifiers are deprecated" not in log
+        assert "`project.license` as a TOML table is deprecated" not in log
+        assert "is absent from the `packages` configuration" not in log
+        wheel = next((base / "dist").glob("no_docker-*-py3-none-any.whl"))
+        sdist = next((base / "dist").glob("no_docker-*.tar.gz"))
+        with zipfile.ZipFile(wheel) as zf:
+            names = zf.namelist()
+            meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        assert "License-Expression: MIT" in meta and "Requires-Dist: psutil" in meta
+        assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+        for data in ("no_docker/mutants/pins.json", "no_docker/ci/action.yml",
+                     "no_docker/supervisor/isolation/probe.py", "no_docker/ci/workflows/guard.yml"):
+            assert data in names, data
+        with tarfile.open(sdist) as tf:
+            assert any(n.endswith("/LICENSE") for n in tf.getnames())
+
+        venv = base / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+        installed = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)],
+                                   capture_output=True, text=True, timeout=300)
+        assert installed.returncode == 0, installed.stderr[-3000:]
+        work = base / "elsewhere"
+        work.mkdir()
+        version = subprocess.run([str(venv / "bin" / "no-docker"), "--version"], cwd=work,
+                                 capture_output=True, text=True, timeout=60)
+        assert version.returncode == 0 and version.stdout.strip().startswith("no-docker 0."), version
+        where = subprocess.run([str(venv / "bin" / "python"), "-c",
+                                "import no_docker.supervisor as s; print(s.__file__)"],
+                               cwd=work, capture_output=True, text=True, timeout=60)
+        assert where.stdout.startswith(str(venv)), where  # the wheel's copy, not the repository's
+        proved = subprocess.run([str(venv / "bin" / "no-docker"), "prove"], cwd=work,
+                                capture_output=True, text=True, timeout=300)
+        verdict = [line for line in proved.stdout.splitlines() if line.startswith("no-docker prove:")]
+        if proved.returncode != 0 and "outer guard" in proved.stderr and "cannot" in proved.stderr:
+            pytest.skip(f"the outer guard cannot be made here: {proved.stderr.strip()[-300:]}")
+        assert proved.returncode == 0, proved.stdout[-3000:] + proved.stderr[-3000:]
+        assert verdict and verdict[0].startswith("no-docker prove: PROVEN"), verdict
