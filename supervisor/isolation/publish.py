@@ -2,18 +2,23 @@
 on the run's own loopback (DESIGN §3), for servers that must be reached from outside (e.g.
 cosmic-ray's HTTP workers).
 
-How: the supervisor listens on the host's ``127.0.0.1:PORT``; for each connection it accepts,
-it connects to ``127.0.0.1:PORT`` *inside the run's network namespace* and relays bytes both
-ways. The inside socket is made by a thread of the supervisor that ``setns``\\ es into the
-namespace's init's ``/proc/<pid>/ns/net`` (entered through a pidfd, so it is exactly the run's
-init), creates one socket there, and goes back: a socket keeps the network namespace it was
-created in, so every later ``connect`` of it happens inside. These connects are the
-supervisor's, not the run's: they never pass through the run's seccomp filter or its connect
-mediation, and nothing of the run can reach outside through them (the run only ever sees a
-peer connecting to its listener).
+How: the supervisor listens on the host's ``127.0.0.1:PORT`` (before the run starts, so a
+taken port is refused before anything of the run exists). Once bwrap reports the run's init,
+each port's accept thread enters (setns) the init's ``/proc/<pid>/ns/net`` (checked against
+the init's pidfd) and stays there: its listener keeps the host's namespace it was made in, and
+every socket the thread makes from then on is born on the run's loopback. Network namespaces
+are per thread; the supervisor's other threads never move. An unprivileged supervisor may not
+enter a network namespace owned by another user namespace, and a multithreaded process may not
+join another user namespace, so there a forked factory process of ours joins the run's user
+and network namespaces once and hands back each socket it makes over SCM_RIGHTS.
+
+These connects are the supervisor's, not the run's: they never pass through the run's seccomp
+filter or its connect mediation, and they only ever reach ``127.0.0.1:PORT`` inside the run. The
+run gains nothing outside: it sees a peer connecting to its listener, and the host listener is
+not on its loopback.
 
 Loopback only, never an engine port (2375-2377 Docker, 4243 old Docker, 6443 Kubernetes API,
-10250 kubelet): a usage error (2). The forwarder is a daemon thread per direction; it ends
+10250 kubelet): a usage error (2). Each relayed connection has one thread of ours; all end
 with the run: ``Forwarder.close()`` closes the listeners and every relayed socket.
 """
 
@@ -110,39 +115,34 @@ class Forwarder:
             threading.Thread(target=self._accept_loop, args=(sock,), daemon=True,
                              name=f"no-docker-publish-{sock.getsockname()[1]}").start()
 
-    def inside_socket(self) -> socket.socket:
-        """A TCP socket created in the run's network namespace: by a thread that enters it
-        (root), else by the factory process (``_Factory``: an unprivileged supervisor must
-        join the run's user namespace first, which a multithreaded process cannot)."""
+    def _enter_netns(self) -> bool:
+        """Move the calling thread (an accept loop of ours) into the run's network namespace,
+        so every socket it creates is born there; False when this process may not (an
+        unprivileged supervisor), and the factory process makes them instead."""
         assert self.netns_fd is not None
-        if self._factory is not None:
-            return self._factory.make()
-        result: list[object] = []
-
-        def make() -> None:
-            try:
-                _setns(self.netns_fd, CLONE_NEWNET)  # type: ignore[arg-type]
-                result.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            except BaseException as err:  # handed back to the caller
-                result.append(err)
-
-        # A fresh thread enters the namespace and exits: the thread's network namespace dies
-        # with it, never the supervisor's main thread's.
-        t = threading.Thread(target=make, daemon=True)
-        t.start()
-        t.join()
-        made = result[0]
-        if isinstance(made, PermissionError) and self.userns_fd is not None:
-            with self._lock:
-                if self._factory is None:
-                    self._factory = _Factory(self.userns_fd, self.netns_fd)
-            return self._factory.make()
-        if isinstance(made, BaseException):
-            raise made
-        return made  # type: ignore[return-value]
+        try:
+            _setns(self.netns_fd, CLONE_NEWNET)
+            return True
+        except PermissionError:
+            if self.userns_fd is None:
+                raise
+        with self._lock:
+            if self._factory is None:
+                self._factory = _Factory(self.userns_fd, self.netns_fd)
+        return False
 
     def _accept_loop(self, listener: socket.socket) -> None:
+        """Accept outside, connect inside. This thread lives in the run's network namespace
+        (``_enter_netns``): its listener was made before, in the host's, and keeps it; the
+        sockets it makes from then on are the run's loopback's. Network namespaces are per
+        thread: the supervisor's other threads stay where they are."""
         port = listener.getsockname()[1]
+        try:
+            entered = self._enter_netns()
+        except OSError:
+            listener.close()  # no way into the run's loopback: clients are refused, not hung
+            return
+        factory = self._factory
         while not self._closed:
             try:
                 ready, _, _ = select.select([listener, self._stop_r], [], [])
@@ -153,7 +153,8 @@ class Forwarder:
                 return
             inside = None
             try:
-                inside = self.inside_socket()
+                inside = (socket.socket(socket.AF_INET, socket.SOCK_STREAM) if entered
+                          else factory.make())  # type: ignore[union-attr]
                 inside.settimeout(5)
                 inside.connect((LOOPBACK, port))
                 inside.settimeout(None)
