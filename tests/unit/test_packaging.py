@@ -2,7 +2,10 @@
 an SPDX expression; the wheel installs into a clean venv outside the repository, and
 ``no-docker --version`` and ``no-docker prove`` (PROVEN) work from there.
 
-One test, about 30 s: the build (an isolated build env), the install (dependencies from the
+Then the README's install, config and pytest snippets, as written, in a small project of one's
+own with that wheel.
+
+One test, about 45 s: the build (an isolated build env), the install (dependencies from the
 configured index), and ``prove``. It found a real bug the first time: installed in a venv under
 /tmp, the outer guard bound the venv and the package inside it as two mounts, and the run
 inside refused (P4) because a read-only bind of the outer one leaves the inner one writable.
@@ -10,6 +13,7 @@ inside refused (P4) because a read-only bind of the outer one leaves the inner o
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tarfile
@@ -18,6 +22,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import readme_snippets
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -76,3 +81,25 @@ def test_wheel_installs_outside_the_repo_and_proves():
             pytest.skip(f"the outer guard cannot be made here: {proved.stderr.strip()[-300:]}")
         assert proved.returncode == 0, proved.stdout[-3000:] + proved.stderr[-3000:]
         assert verdict and verdict[0].startswith("no-docker prove: PROVEN"), verdict
+
+        # The README's "Using it in a project": install, config and pytest snippets, as written,
+        # in a small project of one's own (the wheel stands in for the PyPI name).
+        project = base / "project"
+        project.mkdir()
+        (project / "pyproject.toml").write_text('[project]\nname = "example"\nversion = "0"\n\n'
+                                                + readme_snippets.snippets()["config"])
+        (project / "test_example.py").write_text(
+            "import os\n\ndef test_inside_a_run():\n    assert os.environ.get('CI') == 'kept'\n")
+        shell_env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+                     "HOME": os.environ.get("HOME", "/root"), "CI": "kept", "LANG": "C.UTF-8"}
+        for line in readme_snippets.lines("install"):
+            line = line.replace("install no-docker", f"install -q {wheel}")
+            done = subprocess.run(["bash", "-c", line], cwd=project, env=shell_env,
+                                  capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, f"{line}: {done.stderr[-2000:]}"
+        for line in readme_snippets.lines("pytest"):
+            done = subprocess.run(["bash", "-c", line], cwd=project, env=shell_env,
+                                  capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, f"{line}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+            assert "1 passed" in done.stdout, f"{line}: {done.stdout}"
+            assert "isolation proven" in done.stderr, f"{line}: {done.stderr}"
