@@ -5,7 +5,8 @@ an SPDX expression; the wheel installs into a clean venv outside the repository,
 Then the README's install, config and pytest snippets, as written, in a small project of one's
 own with that wheel.
 
-One test, about 45 s: the build (an isolated build env), the install (dependencies from the
+And every command but `prove` as an unprivileged user, from that wheel in a venv of the system
+Python. One test, about 50 s: the build (an isolated build env), the install (dependencies from the
 configured index), and ``prove``. It found a real bug the first time: installed in a venv under
 /tmp, the outer guard bound the venv and the package inside it as two mounts, and the run
 inside refused (P4) because a read-only bind of the outer one leaves the inner one writable.
@@ -14,6 +15,7 @@ inside refused (P4) because a read-only bind of the outer one leaves the inner o
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -82,6 +84,9 @@ def test_wheel_installs_outside_the_repo_and_proves():
         assert proved.returncode == 0, proved.stdout[-3000:] + proved.stderr[-3000:]
         assert verdict and verdict[0].startswith("no-docker prove: PROVEN"), verdict
 
+        if _nonroot_possible():
+            every_command_as_a_newcomer(base, wheel)
+
         # The README's "Using it in a project": install, config and pytest snippets, as written,
         # in a small project of one's own (the wheel stands in for the PyPI name).
         project = base / "project"
@@ -103,3 +108,50 @@ def test_wheel_installs_outside_the_repo_and_proves():
             assert done.returncode == 0, f"{line}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
             assert "1 passed" in done.stdout, f"{line}: {done.stdout}"
             assert "isolation proven" in done.stderr, f"{line}: {done.stderr}"
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _nonroot_possible() -> bool:
+    return (os.geteuid() == 0 and shutil.which("setpriv") is not None and os.access(SYSTEM_PYTHON, os.X_OK)
+            and shutil.which("bwrap") is not None)
+
+
+def every_command_as_a_newcomer(base: Path, wheel: Path) -> None:
+    """The wheel in a venv of the system Python (readable by everyone), then every command as an
+    unprivileged user in a fresh login-less shell: no XDG_RUNTIME_DIR, no NO_DOCKER_STATE_DIR.
+
+    `prove` is left out: as a user without sudo rights its control cannot take the `sudo`
+    route, and the verdict is FAILED (reported to the lead as its own issue)."""
+    uid = 61000 + int.from_bytes(os.urandom(2), "big") % 4000
+    venv = base / "sysvenv"
+    subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True, timeout=120)
+    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)],
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    home, work = base / "newcomer-home", base / "newcomer-work"
+    for d in (home, work):
+        d.mkdir()
+        os.chown(d, uid, uid)
+    for root, dirs, files in os.walk(base):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | 0o005 | (0o001 if os.path.isdir(path) else 0))
+    os.chmod(base, 0o755)
+    (work / "empty.jsonl").write_text("")
+    expected = {"--version": 0, "--help": 0, "run -- true": 0, "runs": 0, "runs --json": 0,
+                "end --all": 0, "check": 125, "stanza": 0, "mutants verify": 0,
+                "canary show empty.jsonl": 0, "run --quiet -- git init -q repo": 0, "guard repo": 0}
+    try:
+        for command, status in expected.items():
+            env = ["PATH=" + f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", f"HOME={home}", "LANG=C.UTF-8"]
+            shell = f"cd {work} && exec no-docker {command}"
+            done = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                                   "env", "-i", *env, "/bin/sh", "-c", shell],
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == status, f"{command}: {done.stdout[-1500:]}{done.stderr[-1500:]}"
+            assert "Traceback" not in done.stderr and "state dir" not in done.stderr, (command, done.stderr)
+    finally:
+        shutil.rmtree(f"/tmp/no-docker-{uid}", ignore_errors=True)
