@@ -50,17 +50,29 @@ def parse_publish(text: str) -> int:
     return port
 
 
+_LIBC: list[object] = []
+
+
+def _prepare_setns() -> None:
+    """Load what ``_setns`` needs now, in the parent: a forked child must not import (another
+    thread may hold the import lock at the fork)."""
+    if getattr(os, "setns", None) is None and not _LIBC:
+        import ctypes
+
+        _LIBC.append(ctypes)
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+
+
 def _setns(fd: int, nstype: int) -> None:
     """setns(2) for the calling thread (os.setns exists from Python 3.12 on only)."""
     setns = getattr(os, "setns", None)
     if setns is not None:
         setns(fd, nstype)
         return
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.setns(fd, nstype) != 0:
-        err = ctypes.get_errno()
+    _prepare_setns()
+    ctypes, libc = _LIBC
+    if libc.setns(fd, nstype) != 0:  # type: ignore[attr-defined]
+        err = ctypes.get_errno()  # type: ignore[attr-defined]
         raise OSError(err, os.strerror(err))
 
 
@@ -235,6 +247,7 @@ class _Factory:
 
     def __init__(self, userns_fd: int, netns_fd: int) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        _prepare_setns()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child; only syscalls, then _exit
             status = 1
