@@ -28,6 +28,7 @@ import select
 import sys
 import time
 
+from .ending import markers
 from .ending.algorithm import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
 from .ending.lifecycle import RunLifecycle
 from .ending.procfs import ProcfsError
@@ -47,6 +48,7 @@ from .isolation.plan import (
     encode_plan,
     namespace_ids,
     probe_source_path,
+    writable_roots,
 )
 from .isolation.policy import DOCKER_CONFIG_DIR, SENTINEL_PATH, Policy, bwrap_argv
 
@@ -56,22 +58,24 @@ if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
 
     from .ending.algorithm import EndReport
     from .isolation.mediation import Mediator
+    from .isolation.publish import Forwarder
 
 USAGE = ("usage: no-docker run [--work DIR] [--ro PATH]... [--rw PATH]... [--keep-env NAME]... "
-         "[--report FILE] [--max-pids N] [--end-timeout SECONDS] [--quiet] -- CMD [ARG...] "
-         "(no-docker run --help explains each)")
+         "[--publish [127.0.0.1:]PORT]... [--report FILE] [--max-pids N] [--end-timeout SECONDS] "
+         "[--quiet] -- CMD [ARG...] (no-docker run --help explains each)")
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Where bwrap is looked for first: a directory on $PATH may be writable by an earlier run (a
 # venv's bin, ~/bin), and the bubblewrap of the next run must never come from there.
 BWRAP_FALLBACK_DIRS = ("/usr/bin", "/bin")
 _VALUE_OPTIONS = {"--work": "work", "--ro": "ro", "--rw": "rw", "--keep-env": "keep_env",
-                  "--report": "report", "--max-pids": "max_pids", "--end-timeout": "end_timeout"}
+                  "--publish": "publish", "--report": "report", "--max-pids": "max_pids",
+                  "--end-timeout": "end_timeout"}
 MAX_PIDS_MIN = 8  # bwrap, its init, the probe and CMD need a few pids before CMD forks anything
 
 
 def parse_args(argv: list[str]) -> Request:
     """Parse ``run``'s options; UsageError names the offending flag."""
-    values: dict[str, list[str]] = {"ro": [], "rw": [], "keep_env": []}
+    values: dict[str, list[str]] = {"ro": [], "rw": [], "keep_env": [], "publish": []}
     single: dict[str, str] = {}
     quiet = False
     i = 0
@@ -116,9 +120,53 @@ def parse_args(argv: list[str]) -> Request:
     for name in values["keep_env"]:
         if not name.replace("_", "a").isalnum() or name[0].isdigit():
             raise UsageError(f"--keep-env {name!r}: not a variable name")
+    publish: tuple[int, ...] = ()
+    if values["publish"]:
+        from .isolation.publish import parse_publish
+
+        publish = tuple(dict.fromkeys(parse_publish(v) for v in values["publish"]))
     return Request(command=tuple(command), work=single.get("work"), ro=tuple(values["ro"]),
                    rw=tuple(values["rw"]), keep_env=tuple(values["keep_env"]),
-                   report=single.get("report"), quiet=quiet)
+                   report=single.get("report"), quiet=quiet, publish=publish)
+
+
+def config_table(work: str) -> object:
+    """What ``[tool.no-docker]`` of WORK says now (compared before and after a run); free when
+    there is no pyproject.toml, and no parser unless it mentions no-docker."""
+    path = os.path.join(work, "pyproject.toml")
+    if not os.path.lexists(path):
+        return None
+    from .isolation import config
+
+    try:
+        found = config.load(work)
+    except UsageError as err:
+        return str(err)
+    return None if found is None else found.table
+
+
+def given_options(argv: list[str]) -> set[str]:
+    """The long options ARGV itself uses, before CMD (for the config merge and --report)."""
+    given = set()
+    i = 0
+    while i < len(argv) and argv[i] != "--" and argv[i].startswith("-"):
+        name, eq, _ = argv[i].partition("=")
+        given.add(name)
+        i += 1 if eq or name not in _VALUE_OPTIONS else 2
+    return given
+
+
+def with_config(argv: list[str], request: Request) -> tuple[list[str], object]:
+    """ARGV with the defaults of ``[tool.no-docker]`` in the work dir's pyproject.toml merged
+    in (see config.py), and the config (None without one). Only called when the file exists."""
+    from .isolation import config
+
+    work = os.path.abspath(request.work or os.getcwd())
+    cfg = config.load(work)
+    if cfg is None:
+        return argv, None
+    config.check(cfg, work, parse_args, ending_options)
+    return config.merge(cfg, argv, given_options(argv)), cfg
 
 
 def ending_options(argv: list[str]) -> tuple[int | None, float]:
@@ -232,6 +280,7 @@ class Run:
         self.sentinel: Sentinel | None = None
         self.mediation_failure: str | None = None
         self.network: NetworkUse | None = None  # the run's no-route counters (diagnose.py)
+        self.publish: Forwarder | None = None  # --publish: started once the init is known
 
     # -- start ---------------------------------------------------------------------------
     def start(self, plan: bytes) -> None:
@@ -328,6 +377,8 @@ class Run:
                     os.close(userns)
             except Exception as err:  # noqa: BLE001 - any failure: the run cannot be mediated
                 self.mediation_failure = f"the run's network namespace cannot be read: {err}"
+        if self.publish is not None and self.init_pidfd is not None:
+            self.publish.start(self.init_pidfd, pid)
 
     def _await_init(self, timeout: float) -> None:
         """bwrap writes the init's pid right after clone(2): wait (bounded) for it, or for
@@ -440,6 +491,8 @@ class Run:
     def end(self) -> EndReport:
         """End the run: kill everything of it and prove it gone (``RunLifecycle.end``), reap
         bwrap. Every path out of ``_run`` comes through here, exactly once."""
+        if self.publish is not None:
+            self.publish.close()  # the forwarder ends with the run, before its processes
         if self.init_pidfd is None and self.status_r >= 0:
             # A signal may end the run before the loop read bwrap's status: read it now (and
             # wait briefly if bwrap has not written it yet), so the init is killed directly
@@ -651,10 +704,15 @@ def main(argv: list[str]) -> int:
     report_file = None
     try:
         request = parse_args(argv)
+        cli_argv, cfg = argv, None
+        if os.path.exists(os.path.join(request.work or ".", "pyproject.toml")):  # one stat when none
+            argv, cfg = with_config(argv, request)
+            request = parse_args(argv)
         max_pids, end_timeout = ending_options(argv)
         report_file = ReportFile(request.report) if request.report else None
         try:
-            return _run(request, started, signals, max_pids, end_timeout, report_file)
+            return _run(request, started, signals, max_pids, end_timeout, report_file,
+                        (cli_argv, cfg) if report_file else None)
         except NotProven as err:
             # Refused before the sandbox existed: the report says so too, then the CLI prints it.
             if report_file:
@@ -672,8 +730,17 @@ def main(argv: list[str]) -> int:
         signals.restore()
 
 
+def _settings(origin: tuple[list[str], object] | None) -> dict[str, str]:
+    """--report's ``settings``: where each option in effect came from."""
+    from .isolation import config
+
+    argv, cfg = origin if origin is not None else ([], None)
+    return config.sources(cfg, given_options(argv) - {"--work", "--report"})  # type: ignore[arg-type]
+
+
 def _run(request: Request, started: float, signals: _Signals, max_pids: int | None,
-         end_timeout: float, report_file: ReportFile | None) -> int:
+         end_timeout: float, report_file: ReportFile | None,
+         origin: tuple[list[str], object] | None = None) -> int:
     pending = signals.pending
     environ = dict(os.environ)
     bwrap = find_bwrap(environ)
@@ -683,10 +750,17 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             raise NotProven("isolation", blocker)
     if pending:
         return 128 + pending[0]
+    # The state dir must lie outside everything the run can write, or a run could plant the
+    # run.json that the next run or `end` acts on as root (red-team round 2, A1): checked
+    # against the roots asked for before any marker is read, and again once the policy knows
+    # every writable root (a worktree's common git dir...).
+    state = markers.state_dir()
+    roots = writable_roots(request)
+    markers.refuse_writable_state(state, roots)
     # The stale-run check, the run marker, the cgroup (+ --max-pids). Leaving the block by any
     # path ends the run; an ending that cannot be shown is reported below, never dropped.
     with RunLifecycle(list(request.command), max_pids=max_pids, end_timeout=end_timeout,
-                      subreaper=True, enter_cgroup_early=True) as life:
+                      subreaper=True, enter_cgroup_early=True, state=state, work=roots[0]) as life:
         try:
             listing = collect()
         except ListingError as err:
@@ -698,6 +772,10 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         # fingerprints them (audit) and they are compared once every process of the run is gone.
         audit = LaterCodeAudit()
         policy = build_policy(request, listing, environ, probe_source=probe_source_path(), audit=audit)
+        markers.refuse_writable_state(state, [policy.work, *policy.rw])
+        # The next run's defaults live in the work dir too: a run that rewrote them could widen
+        # the next run (another --rw, --keep-env) within what a command line may ask.
+        config_before = config_table(policy.work)
         listing_json = listing.to_json()
         plan = encode_plan(plan_items(policy, request, listing_json, started))
 
@@ -708,6 +786,11 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
                               sentinel=sentinel, release_fd=release_fd)
 
         run = Run(argv_for, request.quiet, life)
+        if request.publish and not pending:
+            from .isolation.publish import Forwarder
+
+            run.publish = Forwarder(request.publish)
+            run.publish.bind()
         code: int | None = None
         try:
             if not pending:  # a signal before the sandbox exists: nothing is started
@@ -720,6 +803,8 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     report = run.report_line or ""
     proven = report.startswith("ok ")
     later_code = audit.changes()
+    if config_table(policy.work) != config_before:
+        later_code.append(f"{policy.work}/pyproject.toml [tool.no-docker] (the next run's defaults)")
     # Only the command's refusals: until the probe's verdict they are its own tries of every route.
     refused = ([r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH]
                if run.mediator and proven else [])
@@ -787,6 +872,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             "run_id": life.run_id, "ending": ending.to_json(), "later_code": later_code,
             "connects_refused": refused, "mediation_failure": run.mediation_failure,
             "network_attempts": network_attempts,
+            "settings": _settings(origin), "published": list(request.publish),
             "timings_ms": {"listing": round((listed - started) * 1000, 2),
                            "proven": float(fields[1]) if proven else None,
                            "probe": float(fields[2]) if proven else None,

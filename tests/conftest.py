@@ -6,7 +6,6 @@ the test fails (trio's and psutil's discipline).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -40,12 +39,14 @@ def _remove_cgroups_of_kept_runs(tmp_path_factory: pytest.TempPathFactory) -> It
     (T-27, T-33, weakened builds...). Those markers live in this session's private state dirs,
     so the cgroups they name are this session's own: remove the ones that are empty by now."""
     yield
+    from no_docker.supervisor.ending import markers
     from no_docker.supervisor.ending.cgroup import RunCgroup
 
     for record in tmp_path_factory.getbasetemp().rglob("run.json"):
         try:
-            cgroup = RunCgroup.from_record(json.loads(record.read_text()).get("cgroup"))
-        except (OSError, ValueError, AttributeError):
+            # only cgroups a marker names as no-docker's own (T-47 plants ones that are not)
+            cgroup = RunCgroup.from_record(markers.read_record(record.parent).cgroup)
+        except (OSError, ValueError, AttributeError, markers.CorruptMarker):
             continue
         if cgroup is not None:
             cgroup.remove(deadline=0)  # rmdir: a cgroup with a live member stays (EBUSY)

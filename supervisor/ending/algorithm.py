@@ -217,6 +217,21 @@ def end_run(
     return report
 
 
+def _init_check(target: RunTarget, procfs: ProcFS) -> Callable[[int], bool]:
+    """The init named by a marker (``end``, the stale check) is signalled only if it is pid 1 of
+    the run's namespace: a run.json is data, and a pid + start time in it must not be enough to
+    make the supervisor SIGKILL an unrelated process (red-team round 2, A1)."""
+    def is_init(pid: int) -> bool:
+        run = target.ns
+        if run is None:
+            return False
+        nspid = procfs.nspid(pid)
+        return (len(nspid) - 1 == run.depth and nspid[-1] == 1
+                and run.is_run_ns(procfs.pidns_identity(pid)))
+
+    return is_init
+
+
 def _stop_init(target: RunTarget, procfs: ProcFS, init_pidfd: int | None, report: EndReport,
                fds: list[int], kill: bool) -> tuple[bool, int | None]:
     """SIGKILL the namespace init. (has it exited already?, a pidfd to wait on)."""
@@ -225,7 +240,7 @@ def _stop_init(target: RunTarget, procfs: ProcFS, init_pidfd: int | None, report
     fd = init_pidfd
     if fd is None:
         try:
-            fd = open_checked_pidfd(target.init, procfs)
+            fd = open_checked_pidfd(target.init, procfs, _init_check(target, procfs))
         except ProcfsError:
             return False, None  # cannot tell: passes stay inadmissible until it is shown dead
         if fd is None:

@@ -46,8 +46,9 @@ class RunLifecycle:
                  end_timeout: float = DEFAULT_TIMEOUT, procfs: ProcFS | None = None,
                  state: str | os.PathLike[str] | None = None, use_cgroup: bool = True,
                  check_stale: bool = True, subreaper: bool = False,
-                 enter_cgroup_early: bool = False) -> None:
+                 enter_cgroup_early: bool = False, work: str = "") -> None:
         self.command = list(command)
+        self.work = work
         self.max_pids = max_pids
         self.end_timeout = end_timeout
         self.procfs = procfs or ProcFS()
@@ -80,7 +81,7 @@ class RunLifecycle:
             refuse_if_stale(self.state, self.procfs)
         self.record = markers.RunRecord(
             run_id=self.run_id, owner=markers.own_identity(self.procfs),
-            boot_id=self.procfs.boot_id(), command=self.command)
+            boot_id=self.procfs.boot_id(), command=self.command, work=self.work)
         try:
             # The cgroups before the marker, so that run.json is written once, naming them (each
             # write is a measurable part of `run -- true`). A supervisor SIGKILLed between the

@@ -13,6 +13,7 @@ The state dir must be outside every path a run can write (DESIGN §5); it is 070
 from __future__ import annotations
 
 import os
+import stat  # os imports it anyway: free
 import time
 
 from ..errors import NotProven
@@ -22,7 +23,7 @@ from .snapshot import Identity
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
 # Paths are plain str here, not pathlib.Path: importing pathlib (and with it re, fnmatch,
 # urllib.parse, enum) costs 10-14 ms of every `no-docker run -- true` (DESIGN §10, 30 ms).
@@ -38,37 +39,98 @@ ENDING = "ending"
 NOT_PROVEN = "not-proven"  # ending finished without proof: `no-docker end` must finish it
 
 
+FALLBACK_BASE = "/tmp"  # sticky and world-writable: the per-user dir in it is verified before use
+
+
 def state_dir(env: Mapping[str, str] | None = None) -> str:
-    """``NO_DOCKER_STATE_DIR``, else ``$XDG_RUNTIME_DIR/no-docker``, else ``/run/no-docker`` (root)."""
+    """Where run markers live (DESIGN §3): ``NO_DOCKER_STATE_DIR``, else
+    ``$XDG_RUNTIME_DIR/no-docker``, else ``/run/no-docker`` as root, else a private per-user dir
+    ``/tmp/no-docker-<uid>`` (as tmux and ssh-agent do without a login session).
+
+    A relative ``NO_DOCKER_STATE_DIR`` is refused: it would be resolved against the work dir,
+    which the run writes, and a run could then edit its own markers (and the next one's). A
+    relative ``XDG_RUNTIME_DIR`` is ignored, as the XDG spec says.
+    """
     env = os.environ if env is None else env
-    if env.get("NO_DOCKER_STATE_DIR"):
-        return os.fspath(env["NO_DOCKER_STATE_DIR"])
-    if env.get("XDG_RUNTIME_DIR"):
-        return os.path.join(env["XDG_RUNTIME_DIR"], "no-docker")
+    configured = env.get("NO_DOCKER_STATE_DIR")
+    if configured:
+        if not configured.startswith("/"):
+            raise NotProven("state dir", f"NO_DOCKER_STATE_DIR={configured} is a relative path",
+                            "set it to an absolute path of a private directory outside the work dir")
+        return os.path.normpath(configured)
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime and runtime.startswith("/"):
+        return os.path.join(os.path.normpath(runtime), "no-docker")
     if os.geteuid() == 0:
         return "/run/no-docker"
-    raise NotProven("state dir", "neither NO_DOCKER_STATE_DIR nor XDG_RUNTIME_DIR is set",
-                    "set NO_DOCKER_STATE_DIR to a private directory outside the work dir")
+    return os.path.join(FALLBACK_BASE, f"no-docker-{os.geteuid()}")
 
 
 def ensure_state_dir(path: str | os.PathLike[str]) -> str:
-    """Create the state dir 0700, or check that an existing one is ours and private."""
+    """Create the state dir 0700, or check that an existing one is ours and private.
+
+    Checked on the directory itself (``lstat``, never following a link): a directory, owned by
+    us, mode 0700 (nothing for group or others); and its parent is not writable by others
+    unless sticky (``/tmp``), so nobody else can rename it away and put their own in its place.
+    Anything else: 125 naming the directory and what to do.
+    """
     path = os.fspath(path)
+    if not os.path.isabs(path):
+        raise NotProven("state dir", f"{path} is a relative path",
+                        "set NO_DOCKER_STATE_DIR to an absolute path outside the work dir")
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
         st = os.lstat(path)
+        parent = os.stat(os.path.dirname(path))
     except OSError as err:
         raise NotProven("state dir", f"cannot create {path}: {err.strerror}",
                         "set NO_DOCKER_STATE_DIR to a writable private directory") from err
-    if not os.path.isdir(path) or os.path.islink(path):
-        raise NotProven("state dir", f"{path} is not a directory", "remove it or set NO_DOCKER_STATE_DIR")
+    if stat.S_ISLNK(st.st_mode):
+        raise NotProven("state dir", f"{path} is a symbolic link",
+                        "remove it, or set NO_DOCKER_STATE_DIR to a private directory")
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotProven("state dir", f"{path} is not a directory",
+                        "remove it, or set NO_DOCKER_STATE_DIR to a private directory")
     if st.st_uid != os.geteuid():
         raise NotProven("state dir", f"{path} belongs to uid {st.st_uid}, not to us",
-                        "set NO_DOCKER_STATE_DIR to a directory of your own")
+                        "remove it, or set NO_DOCKER_STATE_DIR to a directory of your own")
     if st.st_mode & 0o077:
         raise NotProven("state dir", f"{path} is mode {st.st_mode & 0o777:o}, others can write or read it",
                         f"chmod 700 {path}")
+    if parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX:
+        raise NotProven("state dir", f"{os.path.dirname(path)} (the state dir's parent) is writable by "
+                        "others and not sticky", "set NO_DOCKER_STATE_DIR to a private directory")
     return path
+
+
+def overlap(state: str, roots: Iterable[str]) -> str | None:
+    """The first root the state dir lies in (or that lies in the state dir), else None.
+
+    Both sides are compared resolved (symlinks followed as far as they exist): a state dir a
+    run can write lets it plant a run.json that the next ``run`` or ``end`` acts on as root.
+    """
+    real_state = os.path.realpath(state)
+    for root in roots:
+        real_root = os.path.realpath(root)
+        if is_within(real_state, real_root) or is_within(real_root, real_state):
+            return root
+    return None
+
+
+def is_within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def refuse_writable_state(state: str, roots: Iterable[str]) -> None:
+    """125 when the run could write the state dir (DESIGN §5: outside everything it writes)."""
+    root = overlap(state, roots)
+    if root is not None:
+        raise NotProven("state dir", f"{state} is inside {root}, which the run can write",
+                        "set NO_DOCKER_STATE_DIR to a private directory outside the work dir and every --rw")
 
 
 def new_run_id() -> str:
@@ -96,6 +158,7 @@ class RunRecord:
     launcher: Identity | None = None  # the outer bwrap process (our child)
     cgroup: dict[str, str | None] | None = None
     detail: str = ""
+    work: str = ""  # the work dir (for `runs`; only ever shown)
 
     def to_json(self) -> dict[str, object]:
         """The run.json object: every field in declaration order, then ``version``."""
@@ -113,6 +176,7 @@ class RunRecord:
             "launcher": _identity_json(self.launcher),
             "cgroup": None if self.cgroup is None else dict(self.cgroup),
             "detail": self.detail,
+            "work": self.work,
             "version": VERSION,
         }
 
@@ -132,7 +196,7 @@ class RunRecord:
             created=float(data.get("created", 0.0)), ns_id=data.get("ns_id"),
             ns_inode=data.get("ns_inode"), ns_depth=data.get("ns_depth"), init=ident(data.get("init")),
             launcher=ident(data.get("launcher")), cgroup=data.get("cgroup"),
-            detail=str(data.get("detail", "")),
+            detail=str(data.get("detail", "")), work=str(data.get("work", "")),
         )
 
 
@@ -228,22 +292,115 @@ def create_marker(state: str | os.PathLike[str], record: RunRecord) -> str:
 
 
 def read_record(directory: str | os.PathLike[str]) -> RunRecord:
+    """The record of a marker directory, checked before anything acts on it.
+
+    Every field that drives an action (the cgroups ``cgroup.kill`` is written to and removed,
+    the namespace whose members are killed, the init that is SIGKILLed) must be what no-docker
+    itself writes for a run of that id (``check_record``); anything else is a ``CorruptMarker``,
+    which ``end`` and the stale check refuse (125) without touching anything. run.json is
+    opened without following a link, and must be a regular file of bounded size.
+    """
     import json  # only `end`, `runs` and the stale check read records
 
+    path = os.path.join(directory, RECORD)
     try:
-        with open(os.path.join(directory, RECORD), "rb") as f:
-            return RunRecord.from_json(json.loads(f.read()))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError as err:
         raise CorruptMarker(f"{directory}: no {RECORD}") from err
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise CorruptMarker(f"{directory}/{RECORD}: {err}") from err
+    except OSError as err:
+        raise CorruptMarker(f"{path}: {err.strerror}") from err
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CorruptMarker(f"{path}: not a regular file")
+        data = os.read(fd, MAX_RECORD_BYTES + 1)
+        if len(data) > MAX_RECORD_BYTES:
+            raise CorruptMarker(f"{path}: larger than {MAX_RECORD_BYTES} bytes")
+        record = RunRecord.from_json(json.loads(data))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise CorruptMarker(f"{path}: {err}") from err
+    finally:
+        os.close(fd)
+    problem = check_record(record, os.path.basename(os.fspath(directory)))
+    if problem:
+        raise CorruptMarker(f"{path}: {problem}; not written by no-docker")
+    return record
+
+
+MAX_RECORD_BYTES = 1 << 20
+KNOWN_STATES = (CREATED, SPAWNING, RUNNING, ENDING, NOT_PROVEN)
+
+
+def check_record(record: RunRecord, dir_name: str, cgroup2_mounts: list[str] | None = None) -> str | None:
+    """Why RECORD cannot be what no-docker wrote for the run in directory DIR_NAME, or None.
+
+    The audit of run.json's fields (red-team round 2, A1):
+    - ``run_id`` names the directory: a record cannot speak for another run;
+    - ``cgroup``: only no-docker's own run cgroups, ``<cgroup2 mount>/.../no-docker/<run_id>``
+      (v2) and ``/sys/fs/cgroup/pids/no-docker/<run_id>`` (v1 pids), normalized, not nested in
+      another run's cgroup: ``cgroup.kill`` and ``rmdir`` go nowhere else;
+    - ``ns_depth`` at least 1: the namespace whose members are killed lies below ours, never
+      ours (depth 0 would make every process a member); ``ns_inode`` given with it;
+    - ``owner``/``init``/``launcher`` pids above 1; ``end`` SIGKILLs the init only once it is
+      shown to be pid 1 of the recorded namespace (``algorithm._init_check``);
+    - ``state`` one we write, ``owner``/``boot_id``/``command``/``detail`` only decide "stale"
+      or are shown (``runs`` shows them escaped).
+    """
+    from .cgroup import GROUP_DIR, V1_PIDS_ROOT
+
+    if record.run_id != dir_name or not valid_run_id(record.run_id):
+        return f"run_id {record.run_id!r} does not name its directory {dir_name!r}"
+    if record.state not in KNOWN_STATES:
+        return f"unknown state {record.state!r}"
+    for name in ("ns_id", "ns_inode", "ns_depth"):
+        value = getattr(record, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            return f"{name} {value!r} is not a namespace number"
+    if (record.ns_inode is None) != (record.ns_depth is None):
+        return "a namespace needs both ns_inode and ns_depth"
+    if record.ns_depth is not None and record.ns_depth < 1:
+        return f"ns_depth {record.ns_depth} is not a namespace below ours"
+    for name in ("owner", "init", "launcher"):
+        ident = getattr(record, name)
+        if ident is not None and ident.pid < 2:
+            return f"{name} pid {ident.pid} is not a process of a run"
+    cg = record.cgroup
+    if cg is None:
+        return None
+    if not isinstance(cg, dict) or set(cg) - {"v2", "pids_v1"}:
+        return f"cgroup {cg!r} is not a run's cgroup record"
+    leaf_tail = f"/{GROUP_DIR}/{record.run_id}"
+    v1 = cg.get("pids_v1")
+    if v1 is not None and v1 != f"{V1_PIDS_ROOT}{leaf_tail}":
+        return f"cgroup {v1!r} is not no-docker's own pids cgroup for this run"
+    v2 = cg.get("v2")
+    if v2 is not None:
+        if not isinstance(v2, str) or os.path.normpath(v2) != v2 or not v2.endswith(leaf_tail):
+            return f"cgroup {v2!r} is not no-docker's own cgroup for this run"
+        parent = v2[: -len(leaf_tail)]
+        if f"/{GROUP_DIR}/" in parent + "/":
+            return f"cgroup {v2!r} is nested in another run's cgroup"
+        mounts = _cgroup2_mounts() if cgroup2_mounts is None else cgroup2_mounts
+        if not any(is_within(parent, m) for m in mounts):
+            return f"cgroup {v2!r} is not on a cgroup2 file system"
+    return None
+
+
+def _cgroup2_mounts() -> list[str]:
+    from .cgroup import cgroup2_mounts
+
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            return cgroup2_mounts(f.read())
+    except OSError:
+        return []
 
 
 def list_markers(state: str | os.PathLike[str]) -> list[str]:
+    """Marker directories (a symlink is never one: it would lead our removal elsewhere)."""
     try:
         with os.scandir(state) as entries:
             return sorted(entry.path for entry in entries
-                          if valid_run_id(entry.name) and entry.is_dir())
+                          if valid_run_id(entry.name) and entry.is_dir(follow_symlinks=False))
     except FileNotFoundError:
         return []
 

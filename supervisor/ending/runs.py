@@ -1,7 +1,16 @@
-"""``no-docker runs [--json]``: the runs under the state dir, their owner, state, members.
+"""``no-docker runs [--json]``: the runs on this machine (under the state dir) and what each is
+doing: state, members, CPU time, memory (RSS), age, work dir, command.
 
-The member count comes from one pass that signals nothing. While a run's init is alive the
-count is a lower bound (members can fork during the pass); it is exact once the init is dead.
+The members are found by one pass of the ending's own scan (``snapshot.take_pass``), which
+signals nothing; while a run's init is alive the count is a lower bound (members can fork during
+the pass), exact once the init is dead. CPU and memory of those members come from psutil: this
+listing is for people and may take its time. The proof scan that ends a run stays on raw /proc
+(``procfs``, ``membership``): psutil costs 35-45 us per process there against 5-6 us for the
+raw reads (measured, docs/supervision.md), and the proof needs pid + start time read around
+each marker, which psutil's per-call reads do not give.
+
+A run whose supervisor is gone is *stale*; the listing says so and what ``no-docker end`` will
+do with it (kill the members left and prove them gone, or only remove the marker).
 """
 
 from __future__ import annotations
@@ -10,13 +19,14 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any
 
 from ..errors import UsageError
 from . import markers
 from .membership import LiveTable
 from .procfs import ProcFS, ProcfsError
-from .snapshot import Verdict, take_pass, verdict
+from .snapshot import Identity, Verdict, take_pass, verdict
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,49 +34,131 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"runs: {message}")
 
 
-def count_members(record: markers.RunRecord, procfs: ProcFS) -> int | None:
+def members_of(record: markers.RunRecord, procfs: ProcFS) -> list[Identity] | None:
     """Members seen by one non-killing pass; None when it cannot be told."""
     from .lifecycle import target_of
 
     target = target_of(record)
     if target.ns is None:
         if target.cgroup is not None and target.cgroup.path is not None:
-            return len(target.cgroup.tree_procs())  # every cgroup below the leaf too
-        return 0 if record.state == markers.CREATED else None
+            # every cgroup below the leaf too
+            return [Identity(pid, 0) for pid in target.cgroup.tree_procs()]
+        return [] if record.state == markers.CREATED else None
     try:
         result = verdict(take_pass(LiveTable(procfs, target.ns)), run_can_fork=True)
     except ProcfsError:
         return None
     if result.unknown and result.verdict != Verdict.MEMBERS:
         return None
-    return len(result.members)
+    return list(result.members)
 
 
-def describe(state_dir: Any, procfs: ProcFS) -> list[dict[str, Any]]:
+def usage_of(members: list[Identity]) -> tuple[float, int]:
+    """(CPU seconds, RSS bytes) summed over MEMBERS, each checked by its start time (psutil's
+    own create_time is in seconds; a pid reused since the pass is skipped by its ppid-free
+    identity check: same pid, process still running, read once)."""
+    import psutil
+
+    cpu, rss = 0.0, 0
+    for member in members:
+        try:
+            proc = psutil.Process(member.pid)
+            with proc.oneshot():
+                times = proc.cpu_times()
+                cpu += times.user + times.system
+                rss += proc.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return cpu, rss
+
+
+def end_would(row: dict[str, Any], directory: str) -> str:
+    """What ``no-docker end`` does with this run, in words (for stale and unfinished runs)."""
+    rid = row["run_id"]
+    if row["status"] == "corrupt":
+        return f"end refuses it (125); inspect {directory}, then remove it"
+    if row["status"] == "rebooted":
+        return f"ended with a reboot: `no-docker end {rid}` (or the next run) only removes the marker"
+    if row["status"] == "running":
+        return f"supervised by pid {row['owner_pid']}; `no-docker end --force {rid}` would end it anyway"
+    members = row["members"]
+    if members == 0:
+        return f"no process left: `no-docker end {rid}` (or the next run) only removes the marker"
+    count = "an unknown number of" if members is None else str(members)
+    return (f"`no-docker end {rid}` will kill its {count} process{'es' if members != 1 else ''} left, "
+            "prove them gone and remove the marker; until then new runs refuse")
+
+
+def describe(state_dir: str, procfs: ProcFS, now: float | None = None) -> list[dict[str, Any]]:
     rows = []
     boot = procfs.boot_id()
+    now = time.time() if now is None else now
     for directory in markers.list_markers(state_dir):
         try:
             rec = markers.read_record(directory)
         except markers.CorruptMarker as err:
-            rows.append({"run_id": os.path.basename(directory), "state": "corrupt", "detail": str(err)})
+            row: dict[str, Any] = {"run_id": os.path.basename(directory), "status": "corrupt",
+                                   "state": "corrupt", "detail": str(err)}
+            row["end_would"] = end_would(row, directory)
+            rows.append(row)
             continue
         alive = markers.owner_alive(rec, procfs, boot)
-        rows.append({
-            "run_id": rec.run_id, "owner_pid": rec.owner.pid, "owner_alive": alive,
-            "state": rec.state, "members": count_members(rec, procfs) if rec.boot_id == boot else 0,
-            "init_pid": None if rec.init is None else rec.init.pid, "command": rec.command,
-            "cgroup": rec.cgroup, "detail": rec.detail,
-        })
+        members = members_of(rec, procfs) if rec.boot_id == boot else []
+        cpu, rss = usage_of(members) if members else (0.0, 0)
+        if rec.boot_id != boot:
+            status = "rebooted"
+        elif alive:
+            status = "running"
+        else:
+            status = "stale"  # its supervisor is gone (SIGKILLed, or it gave up with 125)
+        row = {
+            "run_id": rec.run_id, "status": status, "state": rec.state, "owner_pid": rec.owner.pid,
+            "owner_alive": alive, "members": None if members is None else len(members),
+            "cpu_seconds": round(cpu, 2), "rss_bytes": rss,
+            "age_seconds": round(max(0.0, now - rec.created), 1),
+            "work": rec.work, "init_pid": None if rec.init is None else rec.init.pid,
+            "command": rec.command, "cgroup": rec.cgroup, "detail": rec.detail,
+        }
+        if status != "running" or rec.state == markers.NOT_PROVEN:
+            row["end_would"] = end_would(row, directory)
+        rows.append(row)
     return rows
 
 
+def shown(text: str) -> str:
+    """TEXT safe for a terminal: a run.json is data (a run may have chosen the command line),
+    so control characters are escaped, never printed."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "K", "M", "G"):
+        if n < 1024 or unit == "G":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
 def main(argv: list[str]) -> int:
-    p = _Parser(prog="no-docker runs", description="List runs and their state.")
+    p = _Parser(prog="no-docker runs",
+                description="List the runs on this machine: state, members, CPU, memory, age, work dir. "
+                            "A stale run (its supervisor is gone) says what `no-docker end` will do.",
+                epilog="example: no-docker runs --json | python3 -m json.tool")
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
     args = p.parse_args(argv)
     state = markers.state_dir()
-    rows = describe(state, ProcFS()) if os.path.exists(state) else []
+    # An existing state dir is verified before its markers are believed (owner, 0700, no link).
+    rows = describe(markers.ensure_state_dir(state), ProcFS()) if os.path.lexists(state) else []
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -74,12 +166,17 @@ def main(argv: list[str]) -> int:
     if not rows:
         print("no runs", file=sys.stderr)
         return 0
-    print(f"{'RUN_ID':<26} {'OWNER':<14} {'STATE':<11} {'MEMBERS':>7}  COMMAND")
+    print(f"{'RUN_ID':<26} {'STATUS':<8} {'MEMBERS':>7} {'CPU':>7} {'RSS':>7} {'AGE':>5}  WORK  COMMAND")
     for row in rows:
-        if row["state"] == "corrupt":
-            print(f"{row['run_id']:<26} {'?':<14} {'corrupt':<11} {'?':>7}  {row['detail']}")
-            continue
-        owner = f"{row['owner_pid']} {'alive' if row['owner_alive'] else 'gone'}"
-        members = "?" if row["members"] is None else str(row["members"])
-        print(f"{row['run_id']:<26} {owner:<14} {row['state']:<11} {members:>7}  {' '.join(row['command'])}")
+        if row["status"] == "corrupt":
+            print(f"{row['run_id']:<26} {'corrupt':<8} {'?':>7} {'-':>7} {'-':>7} {'-':>5}  "
+                  f"{shown(row['detail'])}")
+        else:
+            members = "?" if row["members"] is None else str(row["members"])
+            status = row["status"] if row["state"] != markers.NOT_PROVEN else "unended"
+            print(f"{row['run_id']:<26} {status:<8} {members:>7} {row['cpu_seconds']:>6.2f}s "
+                  f"{_size(row['rss_bytes']):>7} {_age(row['age_seconds']):>5}  {shown(row['work'] or '?')}  "
+                  f"{shown(' '.join(row['command']))}")
+        if "end_would" in row:
+            print(f"  {row['status']}: {shown(row['end_would'])}")
     return 0

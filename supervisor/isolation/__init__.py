@@ -11,6 +11,8 @@
 - ``diagnose``        one-line explanations from what the kernel shows: a nested run, a command
                       that tried the network.
 - ``run_help``        ``no-docker run --help``.
+- ``config``          ``[tool.no-docker]`` in the work dir's pyproject.toml: defaults for ``run``.
+- ``publish``         ``--publish``: a host loopback port forwarded into the run's loopback.
 
 May import: the standard library, ``supervisor.errors`` and ``supervisor.record``. Must not
 import ``canary``, ``mutants``, ``ci``, ``proving`` or ``ending`` (the run path stays free of

@@ -126,6 +126,7 @@ class Request:
     keep_env: tuple[str, ...] = ()
     report: str | None = None
     quiet: bool = False
+    publish: tuple[int, ...] = ()  # loopback TCP ports forwarded from the host (--publish)
 
 
 # First components under $HOME that run code later, outside: never writable (--work/--rw).
@@ -191,6 +192,17 @@ def _guard_writable(path: str, flag: str) -> None:
     for sysdir in ("/", *SYSTEM_DIRS):
         if os.path.lexists(sysdir) and is_under(os.path.realpath(sysdir), path):
             raise UsageError(f"{flag} {path}: refused, system directories stay read-only (P4)")
+
+
+def writable_roots(request: Request) -> list[str]:
+    """The host directories REQUEST makes writable (work dir, --rw), resolved and checked as
+    ``build_policy`` checks them, so that a bad --work/--rw is the usage error it always was."""
+    work = _real_existing(request.work or os.getcwd(), "--work")
+    _guard_writable(work, "--work")
+    rw = [_real_existing(p, "--rw") for p in request.rw]
+    for original, path in zip(request.rw, rw, strict=True):
+        _guard_writable(path, f"--rw {original} ->")
+    return [work, *rw]
 
 
 def namespace_ids(proc: str = "/proc") -> dict[str, str]:

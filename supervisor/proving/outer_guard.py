@@ -689,6 +689,11 @@ class OuterGuard:
             real = os.path.realpath(path)
             if any(real.startswith(tmp + "/") for tmp in ("/tmp", "/var/tmp")) and real not in keep:
                 keep.append(real)
+        # A kept dir inside another kept dir would be a mount of its own inside it, and a
+        # read-only bind of the outer one by a run inside the guard would leave it writable
+        # (P4 then refuses the run): e.g. a wheel installed in a venv under /tmp, whose
+        # no_docker package dir lies inside the venv.
+        keep = [p for p in keep if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in keep)]
         for path in keep:
             for hidden in ("/run", "/var/run", "/dev/shm"):
                 if path == hidden or path.startswith(hidden + "/"):

@@ -16,6 +16,8 @@ hits them alike. Parts:
 ``canary``   tests/bench/bench_canary.py: recorded requests/s with 1, 10, 50 clients, lost count
 ``scaling``  tests/bench/bench_scaling.py: ``-X importtime``, 1000 sequential runs, fd/marker/cgroup
              leaks, 8 concurrent runs on 2 CPUs
+``publish``  tests/bench/bench_publish.py: connections/s and bulk MB/s through ``--publish``
+             against the same server reached directly
 
 stdout: one JSON document (``--out FILE`` writes it there too); stderr: progress and a readable
 table with the targets. ``--plot PNG`` draws end-and-prove time against process count;
@@ -41,7 +43,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-PARTS = ("startup", "ending", "bomb", "proof", "canary", "scaling")
+PARTS = ("startup", "ending", "bomb", "proof", "canary", "scaling", "publish")
 PROOF_EXTRAS = (0, 2000, 8000)
 QUICK_PROOF_EXTRAS = (0, 20, 50)
 CANARY_CLIENTS = ((1, 10000), (10, 30000), (50, 30000))
@@ -167,6 +169,10 @@ def _measure(parts: tuple[str, ...], quick: bool, install: bool) -> dict:
         log("scaling: import time, sequential runs, leaks, concurrent runs")
         quick_flag = ["--quick"] if quick else []
         doc["scaling"] = child_json([py, str(HERE / "bench_scaling.py"), *quick_flag], 1800)
+    if "publish" in parts:
+        log("publish: connections/s and bulk MB/s through --publish, and direct")
+        sizes = ["--connections", "100", "--megabytes", "16"] if quick else []
+        doc["publish"] = child_json([py, str(HERE / "bench_publish.py"), *sizes], 600)
     doc["targets"] = targets(doc)
     return doc
 
@@ -250,6 +256,15 @@ def _all_targets(doc: dict) -> list[dict]:
         lost = [_num(dig(v, "lost")) for v in canary.values()]
         total = None if None in lost else int(sum(lost))  # type: ignore[arg-type]
         out.append(_check("canary", "canary requests lost (all client counts)", total, "0", total == 0))
+    published = dig(doc, "publish", "published") or {}
+    if published:
+        rate = _num(dig(published, "connections_per_s"))
+        out.append(_check("publish", "--publish connections/s (sequential)", rate, ">= 1000",
+                          rate is not None and rate >= 1000, "conn/s"))
+        mbs = _num(dig(published, "bulk_mb_per_s"))
+        out.append(_check("publish", "--publish bulk MB/s, every byte through", mbs, ">= 100",
+                          mbs is not None and mbs >= 100 and published.get("bulk_received_ok") is True,
+                          "MB/s"))
     seq = dig(doc, "scaling", "sequential") or {}
     if seq:
         first, last = _num(dig(seq, "first_tenth_ms", "median")), _num(dig(seq, "last_tenth_ms", "median"))

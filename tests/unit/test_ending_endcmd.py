@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -100,6 +101,7 @@ def test_sigkilled_supervisor_leaves_nothing_and_the_next_run_cleans_the_marker(
         rows = json.loads(_cli("runs", "--json").stdout)
         row = next(r for r in rows if r["run_id"] == run_id)
         assert row["owner_alive"] is False and row["members"] == 0, row
+        assert row["status"] == "stale" and "only removes the marker" in row["end_would"], row
         refuse_if_stale(markers.state_dir(), ProcFS())  # shown empty: removed, no refusal
         assert not os.path.exists(markers.marker_dir(markers.state_dir(), run_id))
     finally:
@@ -112,6 +114,13 @@ def test_leftover_members_make_the_next_run_refuse_until_end():
         rows = json.loads(_cli("runs", "--json").stdout)
         row = next(r for r in rows if r["run_id"] == run_id)
         assert row["owner_alive"] is False and row["members"] >= 3, row
+        # issue 18 item 11: "stale", with what `end` will do, never "running"
+        assert row["status"] == "stale", row
+        assert row["end_would"].startswith(f"`no-docker end {run_id}` will kill its {row['members']} "), row
+        assert row["rss_bytes"] > 0 and row["cpu_seconds"] >= 0 and row["age_seconds"] >= 0, row
+        text = _cli("runs").stdout
+        assert re.search(f"^{run_id} +stale ", text, re.M), text
+        assert f"  stale: `no-docker end {run_id}` will kill" in text, text
         with pytest.raises(NotProven, match=f"no-docker end {run_id}"):
             refuse_if_stale(markers.state_dir(), ProcFS())
         done = _cli("end", run_id)

@@ -20,8 +20,108 @@ from no_docker.supervisor.errors import NotProven
 def test_state_dir_precedence(tmp_path):
     assert markers.state_dir({"NO_DOCKER_STATE_DIR": "/x", "XDG_RUNTIME_DIR": "/r"}) == "/x"
     assert markers.state_dir({"XDG_RUNTIME_DIR": "/r"}) == "/r/no-docker"
+    assert markers.state_dir({"XDG_RUNTIME_DIR": "relative"}) != "relative/no-docker"  # XDG: ignored
     if os.geteuid() == 0:
         assert markers.state_dir({}) == "/run/no-docker"
+    else:
+        assert markers.state_dir({}) == f"/tmp/no-docker-{os.geteuid()}"
+
+
+@pytest.mark.parametrize("value", ["state", ".state", "./x/../state"])
+def test_relative_state_dir_is_refused(value):
+    # issue 18 item 7: it would land in the work dir, where the run edits its own markers
+    with pytest.raises(NotProven, match="NO_DOCKER_STATE_DIR=.* is a relative path"):
+        markers.state_dir({"NO_DOCKER_STATE_DIR": value})
+
+
+def test_state_dir_symlink_and_loose_parent_are_refused(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with pytest.raises(NotProven, match="symbolic link"):
+        markers.ensure_state_dir(link)
+    loose_parent = tmp_path / "shared"
+    loose_parent.mkdir()
+    loose_parent.chmod(0o777)  # writable by all, not sticky: anyone could swap our dir
+    with pytest.raises(NotProven, match="writable by others and not sticky"):
+        markers.ensure_state_dir(loose_parent / "state")
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # as /tmp: others cannot rename what is ours
+    made = markers.ensure_state_dir(sticky / f"no-docker-{os.geteuid()}")
+    assert os.lstat(made).st_mode & 0o777 == 0o700
+
+
+def test_state_dir_inside_a_writable_root_is_refused(tmp_path):
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (work / "via-link").symlink_to(tmp_path / "elsewhere")
+    assert markers.overlap(str(work / ".state"), [str(work)]) == str(work)
+    assert markers.overlap(str(tmp_path / "elsewhere" / "s"), [str(work / "via-link")]) is not None
+    assert markers.overlap(str(tmp_path / "state"), [str(tmp_path / "state" / "x")]) is not None
+    assert markers.overlap(str(tmp_path / "work2"), [str(work)]) is None  # a prefix is not a parent
+    with pytest.raises(NotProven, match=r"state dir: .*\.state is inside .*work, which the run can write"):
+        markers.refuse_writable_state(str(work / ".state"), [str(tmp_path / "other"), str(work)])
+
+
+def _checked(rec: markers.RunRecord, **changes) -> str | None:
+    for name, value in changes.items():
+        setattr(rec, name, value)
+    return markers.check_record(rec, rec.run_id, cgroup2_mounts=["/sys/fs/cgroup/unified"])
+
+
+def test_marker_fields_that_drive_actions_are_audited():
+    """Red-team round 2, A1: run.json is data; only what no-docker writes is acted on."""
+    own = markers.own_identity()
+    rec = _record(own, ns_id=9, ns_inode=4026531836, ns_depth=1, init=Identity(50, 6))
+    rid = rec.run_id
+    good_v2 = f"/sys/fs/cgroup/unified/no-docker/{rid}"
+    assert _checked(rec, cgroup={"v2": good_v2, "pids_v1": f"/sys/fs/cgroup/pids/no-docker/{rid}"}) is None
+    assert _checked(rec, cgroup={"v2": "/sys/fs/cgroup/unified/user/victim", "pids_v1": None})
+    assert _checked(rec, cgroup={"v2": f"{good_v2}/../../victim", "pids_v1": None})
+    assert _checked(rec, cgroup={"v2": "/sys/fs/cgroup/unified/no-docker/other-run", "pids_v1": None})
+    assert _checked(rec, cgroup={"v2": f"/tmp/no-docker/{rid}", "pids_v1": None})  # no cgroup2 mount
+    assert _checked(rec, cgroup={"v2": f"/sys/fs/cgroup/unified/no-docker/x/no-docker/{rid}",
+                                 "pids_v1": None})  # nested in another run's cgroup
+    assert _checked(rec, cgroup={"v2": None, "pids_v1": "/sys/fs/cgroup/pids/victim"})
+    assert _checked(rec, cgroup={"v2": good_v2, "pids_v1": None, "extra": "x"})
+    assert _checked(rec, cgroup=None) is None
+    assert _checked(rec, ns_depth=0)  # our own namespace: every process would be a member
+    assert _checked(rec, ns_depth=1, ns_inode=None)
+    assert _checked(rec, ns_inode=4026531836, ns_id="9")
+    assert _checked(rec, ns_id=9, init=Identity(1, 0))
+    assert _checked(rec, init=Identity(50, 6), state="whatever")
+    assert markers.check_record(rec, "another-dir-name")
+
+
+def test_planted_marker_is_refused_before_anything_acts(tmp_path):
+    rec = _record(_dead_identity(), state=markers.RUNNING)
+    rec.cgroup = {"v2": "/sys/fs/cgroup/unified/victim", "pids_v1": None}
+    directory = tmp_path / rec.run_id
+    directory.mkdir()
+    markers.write_record(directory, rec)
+    with pytest.raises(markers.CorruptMarker, match="not no-docker's own cgroup"):
+        markers.read_record(directory)
+    with pytest.raises(NotProven, match="earlier runs ended: .*not no-docker's own cgroup"):
+        refuse_if_stale(tmp_path, ProcFS())
+    assert directory.exists()  # refused, nothing removed
+
+
+def test_marker_symlinks_are_not_followed(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (state / markers.new_run_id()).symlink_to(elsewhere)
+    assert markers.list_markers(state) == []
+    rec = _record(_dead_identity())
+    directory = state / rec.run_id
+    directory.mkdir()
+    (directory / "run.json").symlink_to(tmp_path / "victim.json")
+    with pytest.raises(markers.CorruptMarker):
+        markers.read_record(directory)
 
 
 def test_state_dir_is_made_private_and_a_shared_one_is_refused(tmp_path):
@@ -53,8 +153,8 @@ def _record(owner: Identity, **kw) -> markers.RunRecord:
 
 
 def test_record_round_trips_and_is_written_atomically(tmp_path):
-    rec = _record(markers.own_identity(), init=Identity(5, 6), ns_id=9, ns_inode=4026531836, ns_depth=1,
-                  cgroup={"v2": "/sys/fs/cgroup/unified/no-docker/x", "pids_v1": None})
+    rec = _record(markers.own_identity(), init=Identity(5, 6), ns_id=9, ns_inode=4026531836, ns_depth=1)
+    rec.cgroup = {"v2": f"/sys/fs/cgroup/unified/no-docker/{rec.run_id}", "pids_v1": None}
     directory = Path(markers.create_marker(tmp_path, rec))
     assert directory.stat().st_mode & 0o777 == 0o700
     assert sorted(os.listdir(directory)) == ["run.json"]  # no temporary file left behind
@@ -137,7 +237,7 @@ def test_run_json_has_every_field_in_declaration_order_then_the_version():
         "run_id": "r1", "owner": {"pid": 1, "start_time": 2}, "boot_id": "boot", "command": ["a", "b"],
         "state": "running", "created": 12.5, "ns_id": 9, "ns_inode": 4026531836, "ns_depth": 1,
         "init": {"pid": 5, "start_time": 6}, "launcher": {"pid": 7, "start_time": 8},
-        "cgroup": {"v2": "/x", "pids_v1": None}, "detail": "d", "version": markers.VERSION,
+        "cgroup": {"v2": "/x", "pids_v1": None}, "detail": "d", "work": "", "version": markers.VERSION,
     }
     assert list(data) == [*markers.RunRecord.__record_fields__, "version"]
     # copies, as asdict made: changing the JSON object leaves the record alone
