@@ -369,12 +369,10 @@ class Run:
             # The init was cloned into the run's namespaces: its network namespace is the run's.
             try:
                 netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-                userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
                 try:
-                    self.mediator.set_run_netns(netns, userns)
+                    self.mediator.set_run_netns(netns)  # as non-root, through its owning user ns
                 finally:
                     os.close(netns)
-                    os.close(userns)
             except Exception as err:  # noqa: BLE001 - any failure: the run cannot be mediated
                 self.mediation_failure = f"the run's network namespace cannot be read: {err}"
         if self.publish is not None and self.init_pidfd is not None:

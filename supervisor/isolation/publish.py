@@ -50,30 +50,19 @@ def parse_publish(text: str) -> int:
     return port
 
 
-_LIBC: list[object] = []
-
-
 def _prepare_setns() -> None:
     """Load what ``_setns`` needs now, in the parent: a forked child must not import (another
     thread may hold the import lock at the fork)."""
-    if getattr(os, "setns", None) is None and not _LIBC:
-        import ctypes
+    from . import syscalls
 
-        _LIBC.append(ctypes)
-        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    syscalls.load()
 
 
 def _setns(fd: int, nstype: int) -> None:
-    """setns(2) for the calling thread (os.setns exists from Python 3.12 on only)."""
-    setns = getattr(os, "setns", None)
-    if setns is not None:
-        setns(fd, nstype)
-        return
-    _prepare_setns()
-    ctypes, libc = _LIBC
-    if libc.setns(fd, nstype) != 0:  # type: ignore[attr-defined]
-        err = ctypes.get_errno()  # type: ignore[attr-defined]
-        raise OSError(err, os.strerror(err))
+    """setns(2) for the calling thread (one foreign call, ``syscalls.setns``)."""
+    from . import syscalls
+
+    syscalls.setns(fd, nstype)
 
 
 class Forwarder:
@@ -119,8 +108,13 @@ class Forwarder:
             return
         self.netns_fd = fd
         if os.geteuid() != 0:
+            # The user namespace that owns the run's network namespace, not the init's own:
+            # bwrap's --disable-userns leaves the run one user namespace deeper, where joining
+            # gives no capability over its network namespace (sockdiag.owning_userns).
+            from .sockdiag import owning_userns
+
             try:
-                self.userns_fd = os.open(f"/proc/{init_pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+                self.userns_fd = owning_userns(fd)
             except OSError:
                 self.userns_fd = None
         for sock in self.listeners:

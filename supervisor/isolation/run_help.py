@@ -35,6 +35,11 @@ options:
   --end-timeout S     how long the ending may take to show every process gone (default 10
                       seconds, at most 3600); past it: exit 125 and the `no-docker end RUN_ID`
                       that finishes the job
+  --publish [127.0.0.1:]PORT
+                      forward the host's loopback PORT to the same port on the run's own
+                      loopback (repeatable), for a server inside that something outside must
+                      reach, e.g. --publish 8000. Loopback only; engine ports (2375-2377,
+                      4243, 6443, 10250) are refused
   --report FILE       write the run as JSON: proven properties, exit status, timings, the
                       ending, network attempts, e.g. --report run.json
   --quiet             no status lines on success (failures are still one line each)

@@ -386,6 +386,21 @@ def _new_netlink() -> _socket.socket:
     return _socket.socket(_socket.AF_NETLINK, _socket.SOCK_RAW | _socket.SOCK_CLOEXEC, NETLINK_SOCK_DIAG)
 
 
+NS_GET_USERNS = 0xB701  # _IO(NSIO, 0x1), linux/nsfs.h: the user namespace that owns a namespace
+
+
+def owning_userns(ns_fd: int) -> int:
+    """An fd of the user namespace that owns the namespace NS_FD refers to (ioctl_ns(2)).
+
+    Not the user namespace of a process of the run: bwrap's ``--disable-userns`` leaves the run
+    in a user namespace nested in the one that owns its network namespace, where joining
+    would give no capability over the network namespace (netns_install needs CAP_SYS_ADMIN
+    over its owner)."""
+    import fcntl
+
+    return fcntl.ioctl(ns_fd, NS_GET_USERNS)
+
+
 def _netlink_through_a_child(netns_fd: int, userns_fd: int) -> _socket.socket:
     """A netlink socket made inside NETNS_FD by a forked child that first joins USERNS_FD (the
     namespace's owner): how a supervisor that is not root reaches the run's network namespace.
@@ -470,9 +485,15 @@ def open_diag(netns_fd: int | None = None, userns_fd: int | None = None) -> Diag
         done.acquire()  # the thread has left the namespace (or ended) by now
         errors = [r for r in result if isinstance(r, BaseException)]
         socks = [r for r in result if isinstance(r, _socket.socket)]
-        if (userns_fd is not None and not socks and errors and isinstance(errors[0], OSError)
-                and errors[0].errno == 1):  # EPERM: not root; the owner's way through a child
-            return DiagSocket(_netlink_through_a_child(netns_fd, userns_fd))
+        if not socks and errors and isinstance(errors[0], OSError) and errors[0].errno == 1:
+            # EPERM: not root. The owner's way: a child joins the namespace's owning user
+            # namespace (ours to enter when we made it, through bwrap), then the namespace.
+            owner = owning_userns(netns_fd) if userns_fd is None else userns_fd
+            try:
+                return DiagSocket(_netlink_through_a_child(netns_fd, owner))
+            finally:
+                if userns_fd is None:
+                    os.close(owner)
         if errors or len(socks) != 1:
             for sock in socks:
                 sock.close()

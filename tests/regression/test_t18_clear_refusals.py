@@ -41,6 +41,9 @@ def test_no_user_namespaces_refuses_naming_the_setting():
     if os.geteuid() != 0 or shutil.which("setpriv") is None or not os.access("/usr/bin/python3", os.X_OK):
         pytest.skip("needs root, setpriv and /usr/bin/python3 to run as uid 65534")
     base = Path(tempfile.mkdtemp(prefix="t18-"))
+    # The run markers live outside every root the run could write (T-47), and are the user's.
+    state = Path(tempfile.mkdtemp(prefix="t18-state-"))
+    os.chown(state, 65534, 65534)
     try:
         pkg = base / "pkg" / "no_docker" / "supervisor"
         pkg.mkdir(parents=True)
@@ -55,9 +58,10 @@ def test_no_user_namespaces_refuses_naming_the_setting():
         # An outer sandbox where no further user namespace can be made (bwrap --disable-userns):
         # what an ordinary user meets where unprivileged user namespaces are off.
         argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bwrap, "--ro-bind", "/", "/",
-                "--dev", "/dev", "--proc", "/proc", "--bind", str(base), str(base), "--unshare-user",
+                "--dev", "/dev", "--proc", "/proc", "--bind", str(base), str(base),
+                "--bind", str(state), str(state), "--unshare-user",
                 "--disable-userns", "--unshare-pid", "--chdir", str(base), "--setenv", "PYTHONPATH",
-                str(base / "pkg"), "--setenv", "NO_DOCKER_STATE_DIR", str(base / "state"),
+                str(base / "pkg"), "--setenv", "NO_DOCKER_STATE_DIR", str(state),
                 "--", "/usr/bin/python3", "-m", "no_docker.supervisor.cli", "run", "--",
                 "touch", str(marker)]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
@@ -68,3 +72,4 @@ def test_no_user_namespaces_refuses_naming_the_setting():
         assert not marker.exists()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(state, ignore_errors=True)

@@ -10,6 +10,14 @@ from no_docker.canary.framing import MAX_HEAD, Bad, Body, End, Framer, Head, Raw
 from tests.canary_wire_model import REQUESTS, TAILS
 
 
+def same_but_summaries(a: list, b: list) -> bool:
+    """Event lists equal, comparing Raw events by kind only (their summaries aside)."""
+    if len(a) != len(b):
+        return False
+    return all((x.raw_kind == y.raw_kind if isinstance(x, Raw) and isinstance(y, Raw) else x == y)
+               for x, y in zip(a, b, strict=True))
+
+
 def events(data: bytes, splits: list[int] = ()) -> tuple[list, int, bytes]:
     """Feed ``data`` in pieces; Body events merged per request. (events, consumed, pending)"""
     framer = Framer()
@@ -33,7 +41,9 @@ def test_any_split_gives_the_same_requests_and_every_byte_is_consumed_or_pending
     data = b"".join(r.wire for r in requests) + tail
     whole, consumed, pending = events(data)
     split, consumed_split, pending_split = events(data, [s for s in splits if s <= len(data)])
-    assert whole == split and (consumed, pending) == (consumed_split, pending_split)
+    # A raw record's summary ("TLS" / "TLS ClientHello (SNI x)") is read from the bytes there
+    # when the verdict fell, so it may say less for a split hello; its kind and bytes may not.
+    assert same_but_summaries(whole, split) and (consumed, pending) == (consumed_split, pending_split)
     assert consumed + len(pending) == len(data)
     heads = [e for e in whole if isinstance(e, Head)]
     assert [(h.method, h.target) for h in heads[:len(requests)]] == [(r.method, r.target) for r in requests]
