@@ -3,7 +3,9 @@
 Inside an outer guard (the canary on every real engine path, see ``outer_guard``), the pinned
 ``reach-engine`` mutant runs twice: once without isolation (the positive control: every
 network route must reach the canary, or say why it is unavailable) and once under
-``no-docker run`` (no route may reach it, persistence files must stay unchanged). A table
+``no-docker run`` (no route may reach it, persistence files must stay unchanged); around each
+run the lifetime harness (``lifetime``) restarts and starts engines while the payload's
+lifetime routes wait for them. A table
 (route, reached without isolation, reached with isolation) goes to stdout, then one verdict
 line. Exit 0 only when the control reaches every available network route and the isolated run
 reaches none; 1 when either fails; 125 when a part could not run at all (incomplete): a
@@ -463,6 +465,8 @@ pinned read-only mutant (mutants/payloads/reach-engine.sh, checked against its p
 runs twice: without isolation, where every available network route must reach the canary,
 and under `no-docker run`, where none may, and files that run later ($HOME start-up files,
 .git hooks and config, autostart, systemd user units, crontab) must stay unchanged outside.
+During each run an engine in /srv restarts and new ones start (in /srv and in a directory of
+the work dir made during the run): the lifetime routes must reach them only without isolation.
 
 Prints progress on stderr, then a table on stdout (route, kind, reached without isolation,
 reached with isolation) and one verdict line. Routes whose tool is not installed (podman, ctr,
