@@ -483,6 +483,63 @@ ln -sfn /run/docker.sock ./no-docker-route-docker.sock
 out=$(timeout -k 1 "$limit" curl -q -sS -o /dev/null -w '%{http_code}' --max-time 2 --unix-socket ./no-docker-route-docker.sock -H 'X-No-Docker-Route: workdir-symlink' 'http://d/_ping?route=workdir-symlink' 2>&1 < /dev/null)
 judge workdir-symlink "$?" "$out"
 
+# ---- lifetime: engines that restart or appear while the run is under way (P12) -------------
+# Only where a lifetime harness moves engines around this payload (`no-docker prove`, the
+# T-series): it arms a route by making ./no-docker-lifetime-NAME before the payload starts,
+# moves the engines once ./no-docker-lifetime-waiting appears, then makes
+# ./no-docker-lifetime-go. Anywhere else each route is unavailable at once, without waiting.
+
+# lifetime_ready: tell the harness the payload got here; wait for its go (at most 15 s).
+lifetime_ready() {
+  : > ./no-docker-lifetime-waiting
+  # shellcheck disable=SC2034  # the loop variables only count the tries
+  for second in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+    for tenth in 1 2 3 4 5 6 7 8 9 10; do
+      if [ -e ./no-docker-lifetime-go ]; then
+        return 0
+      fi
+      sleep 0.1
+    done
+  done
+  return 1
+}
+
+# route: lifetime-restart (network) an engine at /srv/no-docker-engine/docker.sock, there when the run started, restarts during it (unlinked, bound again)
+if [ -e ./no-docker-lifetime-restart ]; then
+  if lifetime_ready; then
+    out=$(rawsock --route lifetime-restart --unix /srv/no-docker-engine/docker.sock --proto http 2>&1)
+    judge lifetime-restart "$?" "$out"
+  else
+    note lifetime-restart failed "the lifetime harness never said go"
+  fi
+else
+  note lifetime-restart unavailable "no lifetime harness (./no-docker-lifetime-restart absent)"
+fi
+
+# route: lifetime-late-dir (network) an engine started during the run in ./no-docker-late-engine, a work-dir directory made after the start
+if [ -e ./no-docker-lifetime-late-dir ]; then
+  if lifetime_ready; then
+    out=$(rawsock --route lifetime-late-dir --unix ./no-docker-late-engine/docker.sock --proto http 2>&1)
+    judge lifetime-late-dir "$?" "$out"
+  else
+    note lifetime-late-dir failed "the lifetime harness never said go"
+  fi
+else
+  note lifetime-late-dir unavailable "no lifetime harness (./no-docker-lifetime-late-dir absent)"
+fi
+
+# route: lifetime-system-dir (network) an engine started during the run at /srv/no-docker-late.sock, a system directory the run sees
+if [ -e ./no-docker-lifetime-system-dir ]; then
+  if lifetime_ready; then
+    out=$(rawsock --route lifetime-system-dir --unix /srv/no-docker-late.sock --proto http 2>&1)
+    judge lifetime-system-dir "$?" "$out"
+  else
+    note lifetime-system-dir failed "the lifetime harness never said go"
+  fi
+else
+  note lifetime-system-dir unavailable "no lifetime harness (./no-docker-lifetime-system-dir absent)"
+fi
+
 # ---- persistence: files that would run later, outside (zero-byte appends) ------------------
 
 # route: bashrc (persistence) ~/.bashrc runs in every later interactive bash

@@ -873,10 +873,26 @@ class OuterGuard:
 
     @staticmethod
     def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
-        """SIGTERM what :meth:`spawn` started (nsenter and its child share the process group),
-        then SIGKILL after TIMEOUT; always reaped."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+        """SIGTERM what :meth:`spawn` started and wait until it has exited, then SIGKILL after
+        TIMEOUT; always reaped.
+
+        The signal goes to nsenter's child (the command), which nsenter waits for: when this
+        returns, the command itself is gone (a canary has written its last records and unlinked
+        its sockets). SIGTERM to nsenter would end nsenter at once and leave the command
+        shutting down, orphaned, after this returned."""
+        signalled = False
+        for pid in _children(proc.pid):
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+                signalled = True
+            os.close(pidfd)
+        if not signalled:  # no child yet (or gone): nsenter and its child share the process group
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -3,7 +3,9 @@
 Inside an outer guard (the canary on every real engine path, see ``outer_guard``), the pinned
 ``reach-engine`` mutant runs twice: once without isolation (the positive control: every
 network route must reach the canary, or say why it is unavailable) and once under
-``no-docker run`` (no route may reach it, persistence files must stay unchanged). A table
+``no-docker run`` (no route may reach it, persistence files must stay unchanged); around each
+run the lifetime harness (``lifetime``) restarts and starts engines while the payload's
+lifetime routes wait for them. A table
 (route, reached without isolation, reached with isolation) goes to stdout, then one verdict
 line. Exit 0 only when the control reaches every available network route and the isolated run
 reaches none; 1 when either fails; 125 when a part could not run at all (incomplete): a
@@ -332,17 +334,25 @@ class Runs:
     changed: list[str]
     isolated_exit: int
     isolated_stderr: str
+    # The lifetime harness: what went wrong while it moved the engines, and the routes it
+    # could not arm on this machine (route -> why). Both make the proof incomplete.
+    lifetime_problems: list[str] = dataclasses.field(default_factory=list)
+    lifetime_unarmed: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
-def run_both(guard: object, base: Path, payload: Path, figures: dict) -> Runs:
-    """The control (no isolation) then the isolated run, in the outer guard."""
+def run_both(guard: object, base: Path, payload: Path, figures: dict, harness: object) -> Runs:
+    """The control (no isolation) then the isolated run, in the outer guard, each with the
+    lifetime harness moving engines around it."""
     control_work, isolated_work = base / "control", base / "isolated"
     control_mutant = _make_mutant(control_work, payload)
     isolated_mutant = _make_mutant(isolated_work, payload)
     started = time.monotonic()
-    guard.run(_argv(control_mutant), cwd=control_work, timeout=RUN_TIMEOUT)  # type: ignore[attr-defined]
+    with harness.phase(control_work, "control") as control_phase:  # type: ignore[attr-defined]
+        guard.run(_argv(control_mutant), cwd=control_work, timeout=RUN_TIMEOUT)  # type: ignore[attr-defined]
     figures["control_s"] = round(time.monotonic() - started, 3)
-    control_records = guard.settled_records()  # type: ignore[attr-defined]  # the canary caught up
+    # The canary caught up; the lifetime engines wrote everything when they stopped.
+    control_records = guard.settled_records()  # type: ignore[attr-defined]
+    control_extra = control_phase.records()
     # Persistence: files that exist (appended to) and files that do not (created) both count.
     home = Path(guard.home)  # type: ignore[attr-defined]
     for name in (".bashrc", ".profile"):
@@ -351,17 +361,31 @@ def run_both(guard: object, base: Path, payload: Path, figures: dict) -> Runs:
     before = tree_digest(*roots)
     started = time.monotonic()
     argv = _no_docker("run", "--work", str(isolated_work), "--", *_argv(isolated_mutant))
-    isolated = guard.run(argv, cwd=isolated_work, timeout=RUN_TIMEOUT)  # type: ignore[attr-defined]
+    with harness.phase(isolated_work, "isolated") as isolated_phase:  # type: ignore[attr-defined]
+        isolated = guard.run(argv, cwd=isolated_work, timeout=RUN_TIMEOUT)  # type: ignore[attr-defined]
     figures["isolated_s"] = round(time.monotonic() - started, 3)
+    figures["lifetime_move_s"] = [p.figures.get("move_s") for p in (control_phase, isolated_phase)]
     return Runs(
         control_log=_route_log(control_work),
         isolated_log=_route_log(isolated_work),
-        control_records=control_records,
-        isolated_records=guard.records()[len(control_records):],  # type: ignore[attr-defined]
+        control_records=control_records + control_extra,
+        isolated_records=guard.records()[len(control_records):] + isolated_phase.records(),  # type: ignore[attr-defined]
         changed=diff_digests(before, tree_digest(*roots)),
         isolated_exit=isolated.returncode,
         isolated_stderr=isolated.stderr.decode(errors="replace"),
+        lifetime_problems=control_phase.problems + isolated_phase.problems,
+        lifetime_unarmed=dict(harness.unarmed),  # type: ignore[attr-defined]
     )
+
+
+def lifetime_incomplete(declared: Sequence, unarmed: Mapping[str, str], problems: Sequence[str]) -> list[str]:
+    """Why the lifetime routes prove nothing here: a declared one the harness could not arm (the
+    payload then says ``unavailable``, which must not pass as a route this machine lacks), or a
+    phase the harness could not play out."""
+    ids = {route.id for route in declared}
+    out = [f"the lifetime harness could not arm {route}: {why}"
+           for route, why in unarmed.items() if route in ids]
+    return out + list(problems)
 
 
 def table_rows(declared: Sequence, runs: Runs, route_of: Callable[[Mapping], str | None]) -> list[Row]:
@@ -389,6 +413,7 @@ def prove(say: Callable[[str], None] = lambda text: None) -> tuple[list[Row], Ve
         from no_docker.canary.sniff import client_hello_sni
         from no_docker.mutants import pins, routes
 
+        from . import lifetime
         from .outer_guard import GuardError, OuterGuard
     except ImportError as err:
         blocking.append(f"a part of no-docker is missing: {err}")
@@ -404,17 +429,19 @@ def prove(say: Callable[[str], None] = lambda text: None) -> tuple[list[Row], Ve
         base = Path(tmp)
         started = time.monotonic()
         try:
-            with OuterGuard(base / "canary.jsonl", share=[base]) as guard:
+            scratch = lifetime.scratch_dirs()
+            with OuterGuard(base / "canary.jsonl", share=[base], scratch=scratch) as guard:
                 figures["guard_setup_s"] = round(time.monotonic() - started, 3)
                 say(f"no-docker: outer guard up: the canary (pid {guard.canary_pid}) "
                     f"alone answers on {len(guard.listeners)} listeners")
-                runs = run_both(guard, base, payload, figures)
+                runs = run_both(guard, base, payload, figures, lifetime.Harness(guard, base, scratch))
         except GuardError as err:
             return [], verdict([], [f"the outer guard could not be set up: {err}"]), figures
         except NoDockerError as err:  # the mutant could not be made: nothing was proven
             return [], verdict([], [str(err)]), figures
     say(f"no-docker: control: {len(runs.control_records)} canary records; "
         f"isolated run: exit {runs.isolated_exit}, {len(runs.isolated_records)} canary records")
+    incomplete += lifetime_incomplete(declared, runs.lifetime_unarmed, runs.lifetime_problems)
     if runs.isolated_exit == EXIT_NOT_PROVEN:
         last = runs.isolated_stderr.strip().splitlines()
         incomplete.append("no-docker run refused to start (125): " + (last[-1] if last else ""))
@@ -438,6 +465,8 @@ pinned read-only mutant (mutants/payloads/reach-engine.sh, checked against its p
 runs twice: without isolation, where every available network route must reach the canary,
 and under `no-docker run`, where none may, and files that run later ($HOME start-up files,
 .git hooks and config, autostart, systemd user units, crontab) must stay unchanged outside.
+During each run an engine in /srv restarts and new ones start (in /srv and in a directory of
+the work dir made during the run): the lifetime routes must reach them only without isolation.
 
 Prints progress on stderr, then a table on stdout (route, kind, reached without isolation,
 reached with isolation) and one verdict line. Routes whose tool is not installed (podman, ctr,

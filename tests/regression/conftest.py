@@ -81,9 +81,13 @@ def module_guard(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     skip_without_namespaces()
     outer_guard = require("no_docker.supervisor.proving.outer_guard", "supervisor/proving/outer_guard.py")
     require("no_docker.canary.cli", "the canary (canary/cli.py)")
+    lifetime = require("no_docker.supervisor.proving.lifetime", "supervisor/proving/lifetime.py")
     base = tmp_path_factory.mktemp("guard")
-    with outer_guard.OuterGuard(base / "canary.jsonl", share=[base]) as g:
+    # /srv (where it exists) gets a tmpfs of its own: the lifetime harness's engines bind there.
+    scratch = lifetime.scratch_dirs()
+    with outer_guard.OuterGuard(base / "canary.jsonl", share=[base], scratch=scratch) as g:
         g.base = base
+        g.lifetime = lifetime.Harness(g, base, scratch)
         yield g
 
 
@@ -106,6 +110,20 @@ def declared_route_ids(kind: str) -> list[str]:
         return ["<payload missing>"]
     tag = re.compile(r"^# route: ([a-z0-9-]+) \((network|persistence)\)", re.M)
     return [rid for rid, k in tag.findall(PAYLOAD.read_text()) if k == kind] or ["<no routes>"]
+
+
+def lifetime_route_ids() -> list[str]:
+    """The payload's lifetime routes: they reach an engine only while the harness moves one."""
+    return [rid for rid in declared_route_ids("network") if rid.startswith("lifetime-")]
+
+
+def lifetime_gap(phase, route: str) -> str | None:
+    """Why the lifetime harness shows nothing about ``route`` in this phase (None: it did)."""
+    if route in phase.unarmed:
+        return f"the lifetime harness could not arm {route}: {phase.unarmed[route]}"
+    if phase.problems:
+        return "; ".join(phase.problems)
+    return None
 
 
 def verify_pins() -> None:

@@ -7,7 +7,7 @@ import json
 import subprocess
 
 import pytest
-from conftest import declared_route_ids, no_docker_argv, skip_without_namespaces
+from conftest import declared_route_ids, lifetime_route_ids, no_docker_argv, skip_without_namespaces
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +33,21 @@ def test_prove_proves_on_this_machine(proved):
     assert report["status"] == "PROVEN", report["verdict"]
     assert done.returncode == 0
     assert report["figures"]["isolated_records"] == 0
+
+
+def test_prove_shows_the_lifetime_routes_reached_only_without_isolation(proved):
+    """Engines restarted and started during the run: the control reaches each, the run none."""
+    _, report = proved
+    rows = {row["route"]: row for row in report["rows"]}
+    assert len(lifetime_route_ids()) >= 3
+    for route in lifetime_route_ids():
+        row = rows[route]
+        if row["control_ok"] is None:  # the harness could not arm it here (no /srv)
+            verdict = report["verdict"]
+            assert report["status"] != "PROVEN" and f"could not arm {route}" in verdict, verdict
+            pytest.skip(f"{route}: {row['control']}")
+        assert row["control_ok"] is True and row["control"].startswith("yes"), row
+        assert row["isolated_ok"] is True and row["isolated"].startswith("no ("), row
 
 
 def test_prove_table_ends_with_one_verdict_line():

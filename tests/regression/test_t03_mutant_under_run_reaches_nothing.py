@@ -1,6 +1,8 @@
 """T-03: the pinned mutant runs to its end under ``no-docker run``: every route is attempted
 and the canary (on every real engine path, in the outer guard) records nothing; the files
 that would run later outside (shell start-up files, git hooks and config) are unchanged.
+The lifetime harness moves engines while the mutant runs (one restarted, new ones in a
+directory made during the run and in ``/srv``): the lifetime routes must reach none of them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import pytest
 from conftest import (
     declared_route_ids,
     declared_routes,
+    lifetime_gap,
+    lifetime_route_ids,
     make_mutant,
     mutant_argv,
     no_docker_argv,
@@ -19,6 +23,7 @@ from conftest import (
 from no_docker.supervisor.proving.prove import tree_digest
 
 ROUTES = declared_route_ids("network") + declared_route_ids("persistence")
+LIFETIME = lifetime_route_ids()
 
 
 @pytest.fixture(scope="module")
@@ -32,25 +37,29 @@ def isolated(module_guard):
     # .git/hooks/pre-commit does not exist (git init makes only samples): creating it counts.
     roots = [home, work / ".git"]
     before = tree_digest(*roots)
-    done = module_guard.run(no_docker_argv("run", "--work", str(work), "--", *mutant_argv(mutant)),
-                            cwd=work, timeout=300)
+    with module_guard.lifetime.phase(work, "isolated") as phase:
+        done = module_guard.run(no_docker_argv("run", "--work", str(work), "--", *mutant_argv(mutant)),
+                                cwd=work, timeout=300)
     stderr = done.stderr.decode(errors="replace").strip()
     # A run that never started shows nothing about routes: a set-up error, not a T-03 result.
     assert done.returncode != 125, f"no-docker run refused to start: {stderr[-600:]}"
-    records = module_guard.records()
+    # The engines the lifetime harness moved are witnesses too: their records count.
+    records = module_guard.records() + phase.records()
     after = tree_digest(*roots)
     log = work / "no-docker-routes.log"
     # The same mutant without isolation, only to tell "the tool is missing on this machine"
     # from "the tool is missing inside the run" (a route not really attempted).
     control_work = module_guard.base / "control"
     control_mutant = make_mutant(control_work)
-    module_guard.run(mutant_argv(control_mutant), cwd=control_work, timeout=300)
+    with module_guard.lifetime.phase(control_work, "control"):
+        module_guard.run(mutant_argv(control_mutant), cwd=control_work, timeout=300)
     control_log = control_work / "no-docker-routes.log"
     return {
         "done": done,
         "log": parse_route_log(log.read_text()) if log.exists() else {},
         "control_log": parse_route_log(control_log.read_text()) if control_log.exists() else {},
         "records": records,
+        "phase": phase,
         "before": before,
         "after": after,
     }
@@ -74,6 +83,15 @@ def test_collected_routes_are_the_declared_ones():
 def test_route_attempted_under_run(isolated, route):
     assert route in isolated["log"], f"route {route} was never attempted (the mutant did not get there)"
     outcome, detail = isolated["log"][route]
+    if route in LIFETIME:
+        phase = isolated["phase"]
+        if route in phase.unarmed:  # a machine without /srv: the route shows nothing here
+            pytest.skip(lifetime_gap(phase, route))
+        # Armed, the route waits for engines the harness moves: a harness that could not move
+        # them leaves the route untried, which never passes.
+        assert not phase.problems, f"{route} was not really tried: {lifetime_gap(phase, route)}"
+        assert outcome == "failed", f"{route} under run: {outcome} {detail}"
+        return
     control_outcome, _ = isolated["control_log"].get(route, ("not attempted", ""))
     if outcome == "unavailable" and shutil.which("docker") is None:
         pytest.skip(f"no docker CLI on this machine (install docker-ce-cli); {route}: {detail}")

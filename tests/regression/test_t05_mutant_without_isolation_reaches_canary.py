@@ -1,7 +1,9 @@
 """T-05: the positive control. The same pinned mutant, without isolation, in the outer guard,
 reaches the canary on every network route - shown by the route id the canary recorded (or,
 for a route whose protocol cannot carry it, a record on the listener it names) - or says
-why the route is unavailable here. Without this, T-03's zero would prove nothing.
+why the route is unavailable here. Without this, T-03's zero would prove nothing. The
+lifetime routes reach the engines the lifetime harness moves during the run (restarted, in a
+directory made during the run, in ``/srv``); for them "unavailable" never passes.
 """
 
 from __future__ import annotations
@@ -9,7 +11,16 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import declared_route_ids, declared_routes, make_mutant, mutant_argv, parse_route_log, route_of
+from conftest import (
+    declared_route_ids,
+    declared_routes,
+    lifetime_gap,
+    lifetime_route_ids,
+    make_mutant,
+    mutant_argv,
+    parse_route_log,
+    route_of,
+)
 from no_docker.supervisor.proving.prove import evidence, record_route
 
 NETWORK = declared_route_ids("network")
@@ -19,12 +30,14 @@ NETWORK = declared_route_ids("network")
 def control(module_guard):
     work = module_guard.base / "work"
     mutant = make_mutant(work)
-    done = module_guard.run(mutant_argv(mutant), cwd=work, timeout=300)
+    with module_guard.lifetime.phase(work, "control") as phase:
+        done = module_guard.run(mutant_argv(mutant), cwd=work, timeout=300)
     log = work / "no-docker-routes.log"
     return {
         "done": done,
         "log": parse_route_log(log.read_text()) if log.exists() else {},
-        "records": module_guard.records(),
+        "records": module_guard.records() + phase.records(),
+        "phase": phase,
         "routes": {r.id: r for r in declared_routes()},
     }
 
@@ -52,6 +65,12 @@ def test_network_route_reaches_canary_without_isolation(control, route, record_p
         # listener the route names is the evidence, whatever the client made of the answer.
         record_property("evidence", f"{seen.by_listener} records on its listener (no route id)")
         return
+    if route in lifetime_route_ids():
+        phase = control["phase"]
+        if route in phase.unarmed:  # a machine without /srv: incomplete, never passed
+            pytest.skip(lifetime_gap(phase, route))
+        pytest.fail(f"{route}: the control did not reach the engine the lifetime harness moved "
+                    f"({outcome}: {detail}){'; ' + lifetime_gap(phase, route) if phase.problems else ''}")
     if shutil.which("docker") is None:
         # Without the main client most routes cannot be tried: the case is incomplete, not passed.
         pytest.skip(f"no docker CLI on this machine (install docker-ce-cli); {route}: {outcome} {detail}")

@@ -400,3 +400,37 @@ def test_settled_records_waits_for_records_the_canary_writes_late(tmp_path):
     assert len(guard.settled_records(quiet=0.05, timeout=5)) == 3
     with pytest.raises(og.GuardError, match="expected at least 5"):
         guard.settled_records(at_least=5, quiet=0.05, timeout=0.3)
+
+
+SLOW_TO_STOP = """
+import signal, sys, time
+def finish(signum, frame):
+    time.sleep(0.4)  # a canary writing its last records and unlinking its sockets
+    open(sys.argv[1], "w").write("finished")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, finish)
+open(sys.argv[2], "w").close()
+while True:
+    time.sleep(0.05)
+"""
+
+
+@needs_unshare
+def test_stop_returns_only_once_the_spawned_command_has_exited(tmp_path):
+    # Regression (issue 13.6): stop() sent SIGTERM to nsenter too, which died at once; the
+    # engine went on shutting down, orphaned, so its last records were read too early.
+    done, ready = tmp_path / "finished", tmp_path / "ready"
+    with og.OuterGuard(tmp_path / "canary.jsonl", canary=canary_prefix(), share=[tmp_path]) as guard:
+        proc = guard.spawn([sys.executable, "-c", SLOW_TO_STOP, str(done), str(ready)])
+        try:
+            for _ in range(500):
+                if ready.exists():
+                    break
+                og.time.sleep(0.01)
+            assert ready.exists(), "the command never started"
+        finally:
+            guard.stop(proc)
+        assert done.read_text() == "finished"
+        assert proc.returncode == 0
+        left = guard.run(["ps", "-eo", "stat=,args="]).stdout.decode()
+        assert "SLOW_TO_STOP" not in left and str(done) not in left, left

@@ -58,6 +58,10 @@ def early_return(method: str) -> Edit:
     return regex(rf"^(    def {method}\(self\) -> None:\n)", r"\1        return\n")
 
 
+def both(first: Edit, second: Edit) -> Edit:
+    return lambda text, path: second(first(text, path), path)
+
+
 def make(name: str, breaks: list[str], why: str, edits: dict[str, Edit]) -> None:
     parts = [f"# breaks: {line}\n" for line in breaks] + [f"# why: {why}\n"]
     for rel, edit in edits.items():
@@ -99,15 +103,11 @@ def main() -> int:
          [f"{T3}::test_canary_recorded_nothing " + " ".join(f"{T4_PATH}[{p}]" for p in tcp_and_abstract),
           PROVE],
          "bwrap gets --share-net (the guard's network namespace: loopback ports and abstract sockets "
-         "reachable), the connect mediation lets every connect through (the run's namespace is the "
-         "guard's now), and the probe's P2 and P12 checks are skipped",
+         "reachable) and the probe's P2 check is skipped (and its P12 try, which a shared network "
+         "namespace also breaks: the sentinel bound outside then looks bound inside)",
          {"supervisor/isolation/policy.py": replace('argv += ["--unshare-all"]',
                                           'argv += ["--unshare-all", "--share-net"]'),
-          "supervisor/isolation/mediation.py": replace(
-              'insns += [(_JEQ, 0, 1, NR[arch]["connect"]), (_RET, 0, 0, SECCOMP_RET_USER_NOTIF),',
-              'insns += [(_JEQ, 0, 1, NR[arch]["connect"]), (_RET, 0, 0, SECCOMP_RET_ALLOW),'),
-          "supervisor/isolation/probe.py": lambda text, path: early_return("p12")(
-              early_return("p2")(text, path), path)})
+          "supervisor/isolation/probe.py": both(early_return("p2"), early_return("p12"))})
     make("t03-git-hooks-writable.patch",
          [f"{T3}::test_persistence_files_unchanged"],
          "the work dir's .git/hooks and .git/config (and start-up files) are no longer re-bound "
@@ -129,6 +129,21 @@ def main() -> int:
          "route stopped testing anything",
          repinned_payload("out=$(DOCKER_HOST=tcp://127.0.0.1:2375 timeout",
                           "out=$(DOCKER_HOST=tcp://127.0.0.1:2374 timeout"))
+    make("t03-lifetime-sockets-allowed.patch",
+         [f"{T3}::test_canary_recorded_nothing", PROVE],
+         "the connect mediation lets a connect through to a pathname socket bound outside the run "
+         "(and the probe's P12 try is skipped): the payload's lifetime routes reach the engines the "
+         "harness restarts and starts during the run",
+         {"supervisor/isolation/mediation.py": replace(
+             'return Verdict("answer", errno.ECONNREFUSED, True, "bound outside the run")',
+             'return Verdict("connect")'),
+          "supervisor/isolation/probe.py": early_return("p12")})
+    make("t05-lifetime-engine-not-restarted.patch",
+         [f"{T5_ROUTE}[lifetime-restart]"],
+         "the lifetime harness stops the engine but never binds its socket again: the isolated run "
+         "still reaches nothing; only the positive control shows that the restart route stopped "
+         "testing anything",
+         {"supervisor/proving/lifetime.py": replace("                late.append(RESTART_SOCKET)\n", "")})
     return 0
 
 
