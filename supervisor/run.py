@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
     from .ending.algorithm import EndReport
     from .isolation.mediation import Mediator
     from .isolation.publish import Forwarder
+    from .isolation.stdio import Relay
 
 USAGE = ("usage: no-docker run [--work DIR] [--ro PATH]... [--rw PATH]... [--keep-env NAME]... "
          "[--publish [127.0.0.1:]PORT]... [--report FILE] [--max-pids N] [--end-timeout SECONDS] "
@@ -281,6 +282,7 @@ class Run:
         self.mediation_failure: str | None = None
         self.network: NetworkUse | None = None  # the run's no-route counters (diagnose.py)
         self.publish: Forwarder | None = None  # --publish: started once the init is known
+        self.stdio: Relay | None = None  # P7: what the sandbox gets as 0-2 (isolation/stdio.py)
 
     # -- start ---------------------------------------------------------------------------
     def start(self, plan: bytes) -> None:
@@ -294,8 +296,9 @@ class Run:
         except KeyError:
             raise NotProven("P5", f"no syscall filter for {arch} (only {', '.join(seccomp.AUDIT_ARCH)})",
                             "the run would leave setuid files and io_uring open") from None
-        from .isolation import mediation
+        from .isolation import mediation, stdio
 
+        self.stdio = stdio.prepare()  # P7: a socket on 0-2 is relayed through a pipe, or refused
         self.sentinel = Sentinel(self.life.directory)
         data_fd = _memfd("no-docker-plan", plan)  # bwrap copies it to PLAN_PATH (for `check`)
         plan_fd = os.dup(data_fd)  # the probe preads its own copy; bwrap closes data_fd
@@ -318,7 +321,8 @@ class Run:
                 # only this process holds (mediation.spawn_filtered).
                 self.pid, listener = mediation.spawn_filtered(
                     argv, dict(os.environ),
-                    pass_fds=(data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r))
+                    pass_fds=(data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r),
+                    stdio=self.stdio.fds)
         except OSError as err:
             raise NotProven("isolation", f"cannot start {argv[0]}: {err.strerror}",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP") from err
@@ -329,6 +333,7 @@ class Run:
                 raise NotProven("isolation", NESTED_LINE) from err
             raise NotProven("P12", f"cannot set up the connect mediation: {err}",
                             "a Linux kernel with seccomp user notification (5.9+) is needed") from err
+        self.stdio.spawned()
         self.mediator = mediation.Mediator(listener)
         self.mediator.start()
         self.life.launched(self.pid)
@@ -509,6 +514,8 @@ class Run:
         finally:
             if self.mediator is not None:
                 self.mediator.stop()  # after the run's processes are gone: nothing left to answer
+            if self.stdio is not None:
+                self.stdio.finish(self.life.end_timeout)  # what the run wrote, out before our lines
             self.pid = None  # reaped by the lifecycle
             self.init_pidfd = None  # closed by the lifecycle
             if self.bwrap_pidfd is not None:

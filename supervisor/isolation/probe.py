@@ -461,6 +461,18 @@ def git_write_tries(work: str) -> list[str]:
                     *(os.path.join(dotgit, n) for n in ("hooks", "config", "HEAD", "info", "commondir"))]
 
 
+SO_NETNS_COOKIE = 71  # asm-generic/socket.h (Linux 5.14); not in every Python's socket module
+
+
+def netns_cookie(sock: _socket.socket) -> int | None:
+    """The network namespace a socket was created in (None: the kernel cannot say, which P7
+    takes as "another namespace": fail closed)."""
+    try:
+        return int.from_bytes(sock.getsockopt(_socket.SOL_SOCKET, SO_NETNS_COOKIE, 8), "little")
+    except OSError:
+        return None
+
+
 def errname(code: int | None) -> str:
     return errno.errorcode.get(code, str(code)) if code is not None else "success"
 
@@ -482,6 +494,7 @@ class Probe:
         self._status: dict[str, str] | None = None
         self.sudo_pid: int | None = None
         self.userns_try: tuple[int, int] | None = None  # (pid, read end) of the P9 try
+        self._netns_cookie: int | None = None
 
     # helpers
     def mounts(self) -> list[tuple[str, bool, str, str]]:
@@ -675,7 +688,17 @@ class Probe:
         if os.environ.get("HOME") != one(self.plan, "home"):
             raise NotProven("P6", f"HOME is {os.environ.get('HOME')!r}, not the run's empty home")
 
-    # P7: no fd but 0, 1, 2; none of them connected to a named listener
+    def own_netns_cookie(self) -> int | None:
+        if self._netns_cookie is None:
+            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            try:
+                self._netns_cookie = netns_cookie(sock)
+            finally:
+                sock.close()
+        return self._netns_cookie
+
+    # P7: no fd but 0, 1, 2; none of them a socket of another network namespace, nor connected
+    # to a named listener
     def p7(self, allowed: tuple[int, ...] = ()) -> None:
         for name in os.listdir("/proc/self/fd"):
             fd = int(name)
@@ -701,11 +724,19 @@ class Probe:
                 continue
             sock = _socket.socket(fileno=os.dup(fd))
             try:
+                cookie = netns_cookie(sock)
+                foreign = cookie is None or cookie != self.own_netns_cookie()
                 peer = sock.getpeername()
             except OSError:
                 peer = None
             finally:
                 sock.close()
+            if foreign:
+                # A socket keeps its creation namespace: connect/sendto on it reach the host's
+                # loopback (the supervisor relays a stdio socket through a pipe; this is the
+                # proof that nothing crossed anyway).
+                raise NotProven("P7", f"fd {fd} is a socket of another network namespace: it can "
+                                "connect or send outside the run")
             named = peer.strip("\0") if isinstance(peer, str) else peer.strip(b"\0") if isinstance(
                 peer, bytes) else peer
             if named:

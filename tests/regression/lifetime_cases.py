@@ -151,3 +151,31 @@ def control_reaches(guard, path: str) -> str:
     done = guard.run([sys.executable, "-I", "-c", CONNECT_ONCE, path], timeout=30)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return done.stdout.decode().strip()
+
+
+CONNECT_TRY = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+try:
+    s.connect(sys.argv[1])
+    s.sendall(b"GET /_ping?route=" + sys.argv[2].encode() + b" HTTP/1.0\r\n\r\n")
+    print(json.dumps("reached: " + s.recv(64).decode(errors="replace").split("\r\n")[0]))
+except OSError as err:
+    print(json.dumps(err.errno))
+"""
+
+
+def run_connect(guard, work: Path, path: str, route: str) -> tuple[int, object, str, dict]:
+    """``no-docker run --report R -- python CONNECT_TRY PATH`` inside the guard, to its end:
+    (exit status, what the connect did, stderr, the --report document)."""
+    report = work.parent / f"{work.name}-report.json"
+    argv = no_docker_argv("run", "--report", str(report), "--", sys.executable, "-I", "-c", CONNECT_TRY,
+                          path, route)
+    done = guard.run(argv, cwd=work, timeout=120)
+    stderr = done.stderr.decode(errors="replace")
+    try:
+        said = json.loads(done.stdout.decode() or "null")
+    except ValueError:
+        said = done.stdout.decode(errors="replace")
+    return done.returncode, said, stderr, json.loads(report.read_text()) if report.exists() else {}
