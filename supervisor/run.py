@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
 
     from .ending.algorithm import EndReport
     from .isolation.mediation import Mediator
+    from .isolation.terminal import Relay
 
 USAGE = ("usage: no-docker run [--work DIR] [--ro PATH]... [--rw PATH]... [--keep-env NAME]... "
          "[--report FILE] [--max-pids N] [--end-timeout SECONDS] [--quiet] -- CMD [ARG...] "
@@ -232,6 +233,7 @@ class Run:
         self.sentinel: Sentinel | None = None
         self.mediation_failure: str | None = None
         self.network: NetworkUse | None = None  # the run's no-route counters (diagnose.py)
+        self.terminal: Relay | None = None  # P8: the run's own pty, relayed (isolation/terminal.py)
 
     # -- start ---------------------------------------------------------------------------
     def start(self, plan: bytes) -> None:
@@ -247,6 +249,11 @@ class Run:
                             "the run would leave setuid files and io_uring open") from None
         from .isolation import mediation
 
+        ttys = [fd for fd in (0, 1, 2) if os.isatty(fd)]  # nothing more when none is a terminal
+        if ttys:
+            from .isolation.terminal import open_relay
+
+            self.terminal = open_relay(ttys)  # P8: the run gets a pty of its own where stdio was a tty
         self.sentinel = Sentinel(self.life.directory)
         data_fd = _memfd("no-docker-plan", plan)  # bwrap copies it to PLAN_PATH (for `check`)
         plan_fd = os.dup(data_fd)  # the probe preads its own copy; bwrap closes data_fd
@@ -269,7 +276,8 @@ class Run:
                 # only this process holds (mediation.spawn_filtered).
                 self.pid, listener = mediation.spawn_filtered(
                     argv, dict(os.environ),
-                    pass_fds=(data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r))
+                    pass_fds=(data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r),
+                    stdio=self.terminal.fds if self.terminal is not None else (0, 1, 2))
         except OSError as err:
             raise NotProven("isolation", f"cannot start {argv[0]}: {err.strerror}",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP") from err
@@ -355,6 +363,8 @@ class Run:
             return
         if proven and self.mediator is not None:
             self.mediator.end_proof()  # refusals from here on are the command's
+        if proven and self.terminal is not None:
+            self.terminal.take_input()  # the caller's keys are the command's from now on (raw mode)
         try:
             if proven:
                 os.write(self.release_w, b"g")
@@ -375,6 +385,8 @@ class Run:
             poller.register(fd, select.POLLIN)
         if self.mediator is not None:
             poller.register(self.mediator.failed_r, select.POLLIN)
+        if self.terminal is not None:
+            self.terminal.register(poller)  # the pty's master, and the caller's keys once relayed
         events_fd = self.life.watch_cgroup()  # the run's cgroup frozen: end it (RunLifecycle)
         if events_fd is not None:
             self.fds.append(events_fd)
@@ -392,6 +404,8 @@ class Run:
                 if not events:
                     self.init_stuck = True
                     return EXIT_NOT_PROVEN
+            if self.terminal is not None:
+                self.terminal.on_events(events)
             if self.mediator is not None and self.mediator.failed_r in events:
                 # Fail closed: the kernel already refuses every connect (ENOSYS); end the run.
                 self.mediation_failure = f"the connect mediation stopped: {self.mediator.failure}"
@@ -456,6 +470,8 @@ class Run:
         try:
             report = self.life.end()
         finally:
+            if self.terminal is not None:
+                self.terminal.close()  # the rest of the run's output; the caller's terminal as it was
             if self.mediator is not None:
                 self.mediator.stop()  # after the run's processes are gone: nothing left to answer
             self.pid = None  # reaped by the lifecycle

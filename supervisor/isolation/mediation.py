@@ -333,7 +333,7 @@ def receive_listener(channel: socket.socket) -> int:
 
 
 def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...],
-                   arch: str | None = None) -> tuple[int, int]:
+                   arch: str | None = None, stdio: tuple[int, int, int] = (0, 1, 2)) -> tuple[int, int]:
     """Start ARGV (bwrap) under the mediation filter: (its pid, the listener fd).
 
     ``os.fork()``, then in the child: close every inheritable fd but 0-2 and PASS_FDS (P7, as
@@ -341,7 +341,8 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
     (:func:`install`: the listener goes to us over a socketpair and is closed in the child),
     ``execve``. Nothing is imported after the fork (an import lock held by another thread at
     fork time stays held in the child). MediationError when no listener came (the child
-    reports why on stderr and exits 127)."""
+    reports why on stderr and exits 127). STDIO: the fds the child gets as 0, 1, 2 (P7:
+    pipes of the stdio relay in place of sockets, isolation/stdio.py)."""
     from . import syscalls as _linux
 
     _linux.load()  # ctypes, before the fork
@@ -365,6 +366,9 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
     if pid == 0:  # pragma: no cover - the child execs or exits
         try:
             mine.close()
+            for target, source in enumerate(stdio):
+                if source != target:
+                    os.dup2(source, target)  # inheritable; the source is close-on-exec
             for fd in close:
                 try:
                     os.close(fd)

@@ -46,7 +46,8 @@ def _start(monkeypatch, tmp_path, machine: str | None = None) -> tuple[dict, run
         seen["fds"] = {k: v for k, v in fds.items() if isinstance(v, int)}
         return ["/bin/true", "--seccomp", str(fds["seccomp_fd"]), "--", "probe"]
 
-    def spawn(argv: list[str], env: dict, pass_fds: tuple[int, ...]) -> tuple[int, int]:
+    def spawn(argv: list[str], env: dict, pass_fds: tuple[int, ...],
+              stdio: tuple[int, int, int] = (0, 1, 2)) -> tuple[int, int]:
         fd = seen["fds"]["seccomp_fd"]
         seen.update(argv=argv, pass_fds=pass_fds, offset=os.lseek(fd, 0, os.SEEK_CUR),
                     data=os.pread(fd, 1 << 16, 0), inheritable=os.get_inheritable(fd))

@@ -1,0 +1,160 @@
+"""T-52: when stdio is the caller's terminal, the run gets a pty of its own, relayed.
+
+The caller's terminal here is a real pty: a stand-in for the caller's shell leads a session
+with the pty's slave as its controlling terminal and runs ``no-docker run`` as its foreground
+job (same process group, as ``sh -c`` does), counting every SIGWINCH and SIGINT it gets and
+comparing ``termios.tcgetattr`` of its terminal before and after. The test is the terminal
+emulator: it reads the master and types into it.
+
+A resize (TIOCSWINSZ) or a mode change (``stty -echo raw``) inside acts on the run's own pty: no
+SIGWINCH reaches the caller's process group, the caller's modes are exactly as before; output
+and typed input pass through; a resize outside reaches the run; Ctrl-C typed by the user ends
+the command with 130, and the supervisor (whose terminal is raw meanwhile) does not die of it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+from isolation_cases import cli, require_bwrap
+
+# The caller's shell: its terminal is fd 0; it runs no-docker in its own process group.
+CALLER = r"""
+import json, os, signal, subprocess, sys, termios
+got = {"winch": 0, "int": 0}
+def count(name):
+    def handler(*_):
+        got[name] += 1
+    return handler
+signal.signal(signal.SIGWINCH, count("winch"))
+signal.signal(signal.SIGINT, count("int"))  # a handler, not SIG_IGN: no-docker gets the default
+before = termios.tcgetattr(0)
+rc = subprocess.call(sys.argv[2:])
+after = termios.tcgetattr(0)
+with open(sys.argv[1], "w") as f:
+    json.dump({"rc": rc, **got, "before": repr(before), "after": repr(after)}, f)
+"""
+
+ROWS, COLS = 24, 80
+
+
+def _winsize(fd: int, rows: int, cols: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+class CallerTerminal:
+    """A pty whose slave is the caller's controlling terminal; the test holds the master."""
+
+    def __init__(self, tmp_path: Path, command: list[str]) -> None:
+        self.master, slave = os.openpty()
+        _winsize(slave, ROWS, COLS)
+        self.result = tmp_path / "caller.json"
+        self.output = b""
+
+        def controlling_terminal() -> None:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", CALLER, str(self.result), *cli("run", "--quiet", "--", *command)],
+            cwd=tmp_path, stdin=slave, stdout=slave, stderr=slave, preexec_fn=controlling_terminal)
+        os.close(slave)
+
+    def _read(self, timeout: float) -> bool:
+        if not select.select([self.master], [], [], timeout)[0]:
+            return True
+        try:
+            chunk = os.read(self.master, 65536)
+        except OSError:
+            return False
+        self.output += chunk
+        return bool(chunk)
+
+    def expect(self, marker: bytes, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while marker not in self.output:
+            assert time.monotonic() < deadline, f"{marker!r} never showed: {self.output!r}"
+            if not self._read(0.1):
+                assert marker in self.output, f"terminal closed before {marker!r}: {self.output!r}"
+
+    def type(self, data: bytes) -> None:
+        os.write(self.master, data)
+
+    def finish(self, timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            assert time.monotonic() < deadline, f"the caller never finished: {self.output!r}"
+            self._read(0.1)
+        while self._read(0.05) and select.select([self.master], [], [], 0)[0]:
+            pass
+        assert self.result.exists(), f"the caller wrote no result: {self.output!r}"
+        return json.loads(self.result.read_text())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()  # the caller; no-docker ends its run on the terminal's hang-up
+        self.proc.wait()
+        os.close(self.master)
+
+
+def test_resize_and_modes_inside_stay_inside(tmp_path):
+    require_bwrap()
+    # `stty size` first: the run's pty starts with the caller's window size.
+    script = "stty size; stty cols 50 rows 10; stty -echo raw; stty size; echo done"
+    term = CallerTerminal(tmp_path, ["sh", "-c", script])
+    try:
+        result = term.finish()
+    finally:
+        term.close()
+    text = term.output.decode(errors="replace")
+    assert result["rc"] == 0, text
+    assert f"{ROWS} {COLS}" in text and "10 50" in text and "done" in text, text
+    assert result["winch"] == 0, f"SIGWINCH reached the caller's process group: {text}"
+    assert result["after"] == result["before"], "the run's stty outlived it on the caller's terminal"
+
+
+def test_typed_input_and_resize_reach_the_run(tmp_path):
+    require_bwrap()
+    script = ('read -r line; echo "got:$line"; trap \'echo "size:$(stty size)"; exit 7\' WINCH; '
+              'echo waiting; while :; do sleep 0.05; done')
+    term = CallerTerminal(tmp_path, ["bash", "-c", script])
+    try:
+        time.sleep(0.5)  # typed ahead, before the command runs: kept for it
+        term.type(b"hello there\r")
+        term.expect(b"got:hello there")
+        term.expect(b"waiting")
+        _winsize(term.master, 30, 100)  # the caller's terminal resized: SIGWINCH outside
+        term.expect(b"size:30 100")
+        result = term.finish()
+    finally:
+        term.close()
+    text = term.output.decode(errors="replace")
+    assert result["rc"] == 7, text
+    assert result["after"] == result["before"], text
+
+
+def test_ctrl_c_ends_the_command_with_130(tmp_path):
+    require_bwrap()
+    term = CallerTerminal(tmp_path, ["sh", "-c", "echo ready; sleep 30; echo not-interrupted"])
+    try:
+        term.expect(b"ready")
+        started = time.monotonic()
+        term.type(b"\x03")
+        result = term.finish(timeout=20)
+    finally:
+        term.close()
+    text = term.output.decode(errors="replace")
+    assert result["rc"] == 130, text
+    assert time.monotonic() - started < 10, text
+    assert "not-interrupted" not in text, text
+    assert result["int"] == 0, "Ctrl-C was the caller's terminal's signal, not the run's pty's"
+    assert result["after"] == result["before"], text
