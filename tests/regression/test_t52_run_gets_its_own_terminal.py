@@ -1,4 +1,6 @@
-"""T-52: when stdio is the caller's terminal, the run gets a pty of its own, relayed.
+"""T-52: when stdio is the caller's terminal, the run gets a pty of its own, relayed: a resize
+or `stty` inside never reaches the caller (no SIGWINCH to its process group, its modes exactly
+as before), keys and output pass, Ctrl-C ends the command with 130, Ctrl-Z and `fg` work.
 
 The caller's terminal here is a real pty: a stand-in for the caller's shell leads a session
 with the pty's slave as its controlling terminal and runs ``no-docker run`` as its foreground
@@ -9,7 +11,10 @@ emulator: it reads the master and types into it.
 A resize (TIOCSWINSZ) or a mode change (``stty -echo raw``) inside acts on the run's own pty: no
 SIGWINCH reaches the caller's process group, the caller's modes are exactly as before; output
 and typed input pass through; a resize outside reaches the run; Ctrl-C typed by the user ends
-the command with 130, and the supervisor (whose terminal is raw meanwhile) does not die of it.
+the command with 130, and the supervisor (whose terminal is raw meanwhile) does not die of it;
+SIGTERM to the supervisor ends the run (143) and leaves the caller's modes as they were. Under
+an interactive bash (job control), Ctrl-Z gives the shell its prompt back and `fg` resumes the
+relay; a run started in the background gets the keys once it is brought to the foreground.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import fcntl
 import json
 import os
 import select
+import shlex
+import signal
 import struct
 import subprocess
 import sys
@@ -38,7 +45,10 @@ def count(name):
 signal.signal(signal.SIGWINCH, count("winch"))
 signal.signal(signal.SIGINT, count("int"))  # a handler, not SIG_IGN: no-docker gets the default
 before = termios.tcgetattr(0)
-rc = subprocess.call(sys.argv[2:])
+proc = subprocess.Popen(sys.argv[2:])
+with open(sys.argv[1] + ".pid", "w") as f:
+    f.write(str(proc.pid))
+rc = proc.wait()
 after = termios.tcgetattr(0)
 with open(sys.argv[1], "w") as f:
     json.dump({"rc": rc, **got, "before": repr(before), "after": repr(after)}, f)
@@ -54,7 +64,8 @@ def _winsize(fd: int, rows: int, cols: int) -> None:
 class CallerTerminal:
     """A pty whose slave is the caller's controlling terminal; the test holds the master."""
 
-    def __init__(self, tmp_path: Path, command: list[str]) -> None:
+    def __init__(self, tmp_path: Path, command: list[str], caller: list[str] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.master, slave = os.openpty()
         _winsize(slave, ROWS, COLS)
         self.result = tmp_path / "caller.json"
@@ -64,9 +75,11 @@ class CallerTerminal:
             os.setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", CALLER, str(self.result), *cli("run", "--quiet", "--", *command)],
-            cwd=tmp_path, stdin=slave, stdout=slave, stderr=slave, preexec_fn=controlling_terminal)
+        if caller is None:
+            caller = [sys.executable, "-I", "-c", CALLER, str(self.result),
+                      *cli("run", "--quiet", "--", *command)]
+        self.proc = subprocess.Popen(caller, cwd=tmp_path, stdin=slave, stdout=slave, stderr=slave, env=env,
+                                     preexec_fn=controlling_terminal)
         os.close(slave)
 
     def _read(self, timeout: float) -> bool:
@@ -86,6 +99,18 @@ class CallerTerminal:
             if not self._read(0.1):
                 assert marker in self.output, f"terminal closed before {marker!r}: {self.output!r}"
 
+    def mark(self) -> None:
+        """Forget what was read so far: the next expect looks at what comes from now on."""
+        self.output = b""
+
+    def supervisor_pid(self) -> int:
+        path = Path(str(self.result) + ".pid")
+        deadline = time.monotonic() + 30
+        while not path.exists() or not path.read_text():
+            assert time.monotonic() < deadline, "the caller never started no-docker"
+            time.sleep(0.05)
+        return int(path.read_text())
+
     def type(self, data: bytes) -> None:
         os.write(self.master, data)
 
@@ -100,6 +125,12 @@ class CallerTerminal:
         return json.loads(self.result.read_text())
 
     def close(self) -> None:
+        if self.proc.poll() is None:
+            os.write(self.master, b"\x04")  # an interactive bash: EOF at its prompt ends it
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
         if self.proc.poll() is None:
             self.proc.kill()  # the caller; no-docker ends its run on the terminal's hang-up
         self.proc.wait()
@@ -158,3 +189,73 @@ def test_ctrl_c_ends_the_command_with_130(tmp_path):
     assert "not-interrupted" not in text, text
     assert result["int"] == 0, "Ctrl-C was the caller's terminal's signal, not the run's pty's"
     assert result["after"] == result["before"], text
+
+
+def test_sigterm_while_relaying_restores_the_callers_terminal(tmp_path):
+    require_bwrap()
+    term = CallerTerminal(tmp_path, ["sh", "-c", "echo ready; sleep 30"])
+    try:
+        term.expect(b"ready")  # the caller's terminal is raw from here on
+        os.kill(term.supervisor_pid(), signal.SIGTERM)
+        result = term.finish(timeout=20)
+    finally:
+        term.close()
+    assert result["rc"] == 143, term.output
+    assert result["after"] == result["before"], "the caller's terminal was left in raw mode"
+
+
+def _bash(tmp_path: Path) -> CallerTerminal:
+    env = {**os.environ, "PS1": "PROMPT$ ", "TERM": "dumb"}
+    term = CallerTerminal(tmp_path, [], caller=["bash", "--norc", "--noprofile", "-i"], env=env)
+    term.expect(b"PROMPT$ ")
+    return term
+
+
+def _no_docker(script: str) -> bytes:
+    return shlex.join(cli("run", "--quiet", "--", "sh", "-c", script)).encode()
+
+
+def test_ctrl_z_gives_the_shell_its_prompt_and_fg_resumes(tmp_path):
+    require_bwrap()
+    term = _bash(tmp_path)
+    try:
+        term.mark()
+        term.type(_no_docker('echo "re"ady; read -r x; echo "go""t:$x"') + b"\r")
+        term.expect(b"ready")
+        term.mark()
+        term.type(b"\x1a")  # Ctrl-Z: our job stops, the shell prompts
+        term.expect(b"Stopped")
+        term.expect(b"PROMPT$ ")
+        term.mark()
+        term.type(b"fg\r")
+        term.expect(b"sh -c")  # bash names the job it resumes
+        time.sleep(0.3)
+        term.type(b"hello\r")
+        term.expect(b"got:hello")
+        term.expect(b"PROMPT$ ")
+        term.mark()
+        term.type(b"echo status=$?\r")
+        term.expect(b"status=0")
+    finally:
+        term.close()
+
+
+def test_started_in_the_background_gets_the_keys_after_fg(tmp_path):
+    require_bwrap()
+    term = _bash(tmp_path)
+    try:
+        term.mark()
+        term.type(_no_docker('echo "re"ady; read -r x; echo "go""t:$x"') + b" &\r")
+        term.expect(b"ready")
+        term.mark()
+        term.type(b"fg\r")
+        term.expect(b"sh -c")
+        time.sleep(0.5)  # the relay sees itself in the foreground within 0.2 s
+        term.type(b"hello\r")
+        term.expect(b"got:hello")
+        term.expect(b"PROMPT$ ")
+        term.mark()
+        term.type(b"echo status=$?\r")
+        term.expect(b"status=0")
+    finally:
+        term.close()
