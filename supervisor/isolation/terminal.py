@@ -60,11 +60,6 @@ _IFLAG, _OFLAG, _CFLAG, _LFLAG, _ISPEED, _OSPEED, _CC = range(7)
 _WINSZ = b"\0" * 8  # struct winsize: 4 unsigned shorts
 
 
-def tty_fds() -> list[int]:
-    """The fds among 0-2 that are terminals (``os.isatty`` only: the cost when none is)."""
-    return [fd for fd in (0, 1, 2) if os.isatty(fd)]
-
-
 def raw_modes(attrs: list) -> list:
     """``cfmakeraw(3)`` of a ``termios.tcgetattr`` list (pure; a new list)."""
     new = [*attrs[:_CC], list(attrs[_CC])]
@@ -405,7 +400,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def open_relay(ttys: list[int], stdio: tuple[int, int, int] = (0, 1, 2)) -> Relay:
-    """The pty relay for TTYS (the fds among 0-2 that are terminals, :func:`tty_fds`);
+    """The pty relay for TTYS (the fds among 0-2 that are terminals; ``Run.start`` asks
+    ``os.isatty`` only, and imports this module only when one is);
     NotProven (P8) when no pty can be had: the run would hold the caller's terminal."""
     try:
         return Relay(ttys, stdio)

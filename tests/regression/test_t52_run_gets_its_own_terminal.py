@@ -128,7 +128,7 @@ class CallerTerminal:
         if self.proc.poll() is None:
             os.write(self.master, b"\x04")  # an interactive bash: EOF at its prompt ends it
             try:
-                self.proc.wait(timeout=2)
+                self.proc.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 pass
         if self.proc.poll() is None:
@@ -171,6 +171,29 @@ def test_typed_input_and_resize_reach_the_run(tmp_path):
     text = term.output.decode(errors="replace")
     assert result["rc"] == 7, text
     assert result["after"] == result["before"], text
+
+
+def test_bulk_output_and_input_pass_without_loss(tmp_path):
+    require_bwrap()
+    # 1 MB out, right before the command exits (what the pty holds then is read after the
+    # ending); 64 KiB typed in, counted inside (echo off inside: only the count comes back).
+    script = ("stty -echo; echo 're''ady'; wc -c; head -c 1000000 /dev/zero | tr '\\0' x; echo; echo 'e''nd'")
+    term = CallerTerminal(tmp_path, ["sh", "-c", script])
+    typed = (b"y" * 63 + b"\r") * 1024
+    try:
+        term.expect(b"ready")
+        for i in range(0, len(typed), 4096):
+            term.type(typed[i:i + 4096])
+            while select.select([term.master], [], [], 0)[0] and term._read(0):
+                pass
+        term.type(b"\x04")  # ^D at the start of a line: EOF for wc
+        result = term.finish()
+    finally:
+        term.close()
+    text = term.output.decode(errors="replace")
+    assert result["rc"] == 0, text[-300:]
+    assert f"{len(typed)}\r\n" in text, text[:300]  # wc -c saw every byte (CR -> NL inside)
+    assert term.output.count(b"x") == 1000000 and "end" in text, text[-300:]
 
 
 def test_ctrl_c_ends_the_command_with_130(tmp_path):
