@@ -283,10 +283,12 @@ class Relay:
 
     # -- the caller's terminal -------------------------------------------------------------
     def _foreground(self) -> bool:
+        """Our job is the terminal's foreground one, or the terminal is not our controlling
+        terminal at all (ENOTTY: no job control applies, a read never stops us)."""
         try:
             return os.tcgetpgrp(self.term) == os.getpgrp()
-        except OSError:
-            return False
+        except OSError as err:
+            return err.errno == errno.ENOTTY
 
     def _sync(self) -> None:
         """Raw and reading while we are the terminal's foreground job and the command runs;
@@ -371,7 +373,7 @@ class _ForegroundWatch:
                 if os.tcgetpgrp(self.term) != os.getpgrp():
                     continue
             except OSError:
-                pass  # no longer our terminal: the main thread finds out
+                return  # hung up: SIGHUP ends the run; nothing to wait for
             os.write(self._write_fd, b"f")
             return
 

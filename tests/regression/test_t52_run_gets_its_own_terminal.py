@@ -65,7 +65,7 @@ class CallerTerminal:
     """A pty whose slave is the caller's controlling terminal; the test holds the master."""
 
     def __init__(self, tmp_path: Path, command: list[str], caller: list[str] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, controlling: bool = True) -> None:
         self.master, slave = os.openpty()
         _winsize(slave, ROWS, COLS)
         self.result = tmp_path / "caller.json"
@@ -73,7 +73,8 @@ class CallerTerminal:
 
         def controlling_terminal() -> None:
             os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            if controlling:
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
         if caller is None:
             caller = [sys.executable, "-I", "-c", CALLER, str(self.result),
@@ -282,3 +283,20 @@ def test_started_in_the_background_gets_the_keys_after_fg(tmp_path):
         term.expect(b"status=0")
     finally:
         term.close()
+
+
+def test_a_terminal_that_is_no_controlling_one_is_relayed_too(tmp_path):
+    require_bwrap()
+    # A session without a controlling terminal whose stdio is a pty (a program driving a
+    # pty, not a shell): no job control applies, the relay reads the keys all the same.
+    term = CallerTerminal(tmp_path, ["sh", "-c", 'echo "re"ady; read -r x; echo "go""t:$x"'],
+                          controlling=False)
+    try:
+        term.expect(b"ready")
+        term.type(b"hi\r")
+        term.expect(b"got:hi")
+        result = term.finish()
+    finally:
+        term.close()
+    assert result["rc"] == 0, term.output
+    assert result["after"] == result["before"], term.output

@@ -70,9 +70,9 @@ POLICY_WEAKENINGS = {
     "gitdir-trusted": "later_code.gitdir_may_be_writable = lambda gitdir, common, work: True",
     "keep-all-env": "_wrap_policy(lambda p: _replace(p, env=tuple(sorted(os.environ.items()))))",
     "expose-tmp": "_wrap_policy(lambda p: _replace(p, ro=p.ro + ('/tmp',)))",
-    "pass-fds": ("_spawn = mediation.spawn_filtered; mediation.spawn_filtered = lambda argv, env, pass_fds: "
-                 "_spawn(argv, env, tuple(pass_fds) + tuple(int(x) for x in "
-                 "os.environ['NO_DOCKER_TEST_FDS'].split()))"),
+    "pass-fds": ("_spawn = mediation.spawn_filtered; "
+                 "mediation.spawn_filtered = lambda argv, env, pass_fds, **k: _spawn(argv, env, "
+                 "tuple(pass_fds) + tuple(int(x) for x in os.environ['NO_DOCKER_TEST_FDS'].split()), **k)"),
     # The connect mediation (P12) installed but answering nothing: a filter that allows every
     # syscall gets the listener (so that each other layer can be shown alone).
     "no-mediation": "mediation.program = lambda arch: bytes((6, 0, 0, 0, 0, 0, 0xFF, 0x7F))",
@@ -119,8 +119,8 @@ def _without_seccomp():
         dropped.append(seccomp_fd)
         return orig_argv(*a, **k)
     run.bwrap_argv = argv
-    mediation.spawn_filtered = lambda argv, env, pass_fds: orig_spawn(
-        argv, env, tuple(fd for fd in pass_fds if fd not in dropped))
+    mediation.spawn_filtered = lambda argv, env, pass_fds, **k: orig_spawn(
+        argv, env, tuple(fd for fd in pass_fds if fd not in dropped), **k)
 """
 
 
