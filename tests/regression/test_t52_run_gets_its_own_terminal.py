@@ -32,7 +32,7 @@ import termios
 import time
 from pathlib import Path
 
-from isolation_cases import cli, require_bwrap
+from isolation_cases import cli, inside_python, require_bwrap
 
 # The caller's shell: its terminal is fd 0; it runs no-docker in its own process group.
 CALLER = r"""
@@ -126,6 +126,23 @@ class CallerTerminal:
         return json.loads(self.result.read_text())
 
     def close(self) -> None:
+        """Everything this case started ends here, also when it failed: the caller, and the
+        supervisor it started (SIGTERM: it ends its run), which outlives a killed caller."""
+        pid_file = Path(str(self.result) + ".pid")
+        supervisor = int(pid_file.read_text()) if pid_file.exists() and pid_file.read_text() else None
+        pidfd = None
+        if supervisor is not None and self.proc.poll() is None:
+            # While the caller runs, that pid is its child's (alive, or a zombie not yet reaped).
+            try:
+                pidfd = os.pidfd_open(supervisor)
+                with open(f"/proc/{supervisor}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) != self.proc.pid:
+                        os.close(pidfd)
+                        pidfd = None
+            except OSError:
+                if pidfd is not None:
+                    os.close(pidfd)
+                pidfd = None
         if self.proc.poll() is None:
             os.write(self.master, b"\x04")  # an interactive bash: EOF at its prompt ends it
             try:
@@ -135,6 +152,12 @@ class CallerTerminal:
         if self.proc.poll() is None:
             self.proc.kill()  # the caller; no-docker ends its run on the terminal's hang-up
         self.proc.wait()
+        if pidfd is not None:
+            if not select.select([pidfd], [], [], 0)[0]:
+                signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+                if not select.select([pidfd], [], [], 20)[0]:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os.close(pidfd)
         os.close(self.master)
 
 
@@ -199,7 +222,11 @@ def test_bulk_output_and_input_pass_without_loss(tmp_path):
 
 def test_ctrl_c_ends_the_command_with_130(tmp_path):
     require_bwrap()
-    term = CallerTerminal(tmp_path, ["sh", "-c", "echo ready; sleep 30; echo not-interrupted"])
+    # Python, not sh: dash takes a SIGINT that arrives between `echo` and the fork of `sleep`
+    # as its own and waits for `sleep` first (a race of the shell, terminal or not).
+    sleeper = ("import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "print('ready', flush=True); time.sleep(30); print('not-interrupted')")
+    term = CallerTerminal(tmp_path, inside_python(sleeper))
     try:
         term.expect(b"ready")
         started = time.monotonic()
