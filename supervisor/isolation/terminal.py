@@ -117,8 +117,17 @@ class Relay:
             modes = sane_modes(modes)
         self.saved: list | None = None  # the caller's modes when we took the terminal (raw)
         self.suspend: bytes | None = None
+        self.raw = False  # the caller's terminal is in raw mode (ours)
+        self.reading = False  # input from the caller is relayed
+        self.started = False  # the command may read: input is wanted (take_input)
+        self.to_run = bytearray()
+        self.poller: select.poll | None = None
+        self._flags = {"winch": False, "cont": False, "tstp": False}
+        self._previous: dict[int, object] = {}
+        self._watch: _ForegroundWatch | None = None
         self.master, slave = os.openpty()
         self.slave: int | None = slave
+        self.master_open = True
         try:
             termios.tcsetattr(slave, termios.TCSANOW, modes)
             self._copy_size(slave)
@@ -127,15 +136,6 @@ class Relay:
             self.close()
             raise
         self.fds = tuple(slave if fd in ttys else stdio[fd] for fd in range(3))
-        self.raw = False  # the caller's terminal is in raw mode (ours)
-        self.reading = False  # input from the caller is relayed
-        self.started = False  # the command may read: input is wanted (take_input)
-        self.to_run = bytearray()
-        self.poller: select.poll | None = None
-        self.master_open = True
-        self._flags = {"winch": False, "cont": False, "tstp": False}
-        self._previous: dict[int, object] = {}
-        self._watch: _ForegroundWatch | None = None
 
     # -- what Run calls ------------------------------------------------------------------
     def register(self, poller: select.poll) -> None:
