@@ -59,7 +59,8 @@ if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
     from .ending.algorithm import EndReport
     from .isolation.mediation import Mediator
     from .isolation.publish import Forwarder
-    from .isolation.stdio import Relay
+    from .isolation.stdio import Relay as StdioRelay
+    from .isolation.terminal import Relay as TerminalRelay
 
 USAGE = ("usage: no-docker run [--work DIR] [--ro PATH]... [--rw PATH]... [--keep-env NAME]... "
          "[--publish [127.0.0.1:]PORT]... [--report FILE] [--max-pids N] [--end-timeout SECONDS] "
@@ -282,7 +283,8 @@ class Run:
         self.mediation_failure: str | None = None
         self.network: NetworkUse | None = None  # the run's no-route counters (diagnose.py)
         self.publish: Forwarder | None = None  # --publish: started once the init is known
-        self.stdio: Relay | None = None  # P7: what the sandbox gets as 0-2 (isolation/stdio.py)
+        self.stdio: StdioRelay | None = None  # P7: what the sandbox gets as 0-2 (isolation/stdio.py)
+        self.terminal: TerminalRelay | None = None  # P8: the run's own pty, relayed (isolation/terminal.py)
 
     # -- start ---------------------------------------------------------------------------
     def start(self, plan: bytes) -> None:
@@ -299,6 +301,13 @@ class Run:
         from .isolation import mediation, stdio
 
         self.stdio = stdio.prepare()  # P7: a socket on 0-2 is relayed through a pipe, or refused
+        ttys = [fd for fd in (0, 1, 2) if os.isatty(fd)]  # nothing more when none is a terminal
+        if ttys:
+            from .isolation.terminal import open_relay
+
+            # P8: the run gets a pty of its own where stdio was a tty (on top of P7's fds: a
+            # terminal is never a socket, so the two never claim the same fd)
+            self.terminal = open_relay(ttys, self.stdio.fds)
         self.sentinel = Sentinel(self.life.directory)
         data_fd = _memfd("no-docker-plan", plan)  # bwrap copies it to PLAN_PATH (for `check`)
         plan_fd = os.dup(data_fd)  # the probe preads its own copy; bwrap closes data_fd
@@ -322,7 +331,7 @@ class Run:
                 self.pid, listener = mediation.spawn_filtered(
                     argv, dict(os.environ),
                     pass_fds=(data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r),
-                    stdio=self.stdio.fds)
+                    stdio=self.terminal.fds if self.terminal is not None else self.stdio.fds)
         except OSError as err:
             raise NotProven("isolation", f"cannot start {argv[0]}: {err.strerror}",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP") from err
@@ -409,6 +418,8 @@ class Run:
             return
         if proven and self.mediator is not None:
             self.mediator.end_proof()  # refusals from here on are the command's
+        if proven and self.terminal is not None:
+            self.terminal.take_input()  # the caller's keys are the command's from now on (raw mode)
         try:
             if proven:
                 os.write(self.release_w, b"g")
@@ -429,6 +440,8 @@ class Run:
             poller.register(fd, select.POLLIN)
         if self.mediator is not None:
             poller.register(self.mediator.failed_r, select.POLLIN)
+        if self.terminal is not None:
+            self.terminal.register(poller)  # the pty's master, and the caller's keys once relayed
         events_fd = self.life.watch_cgroup()  # the run's cgroup frozen: end it (RunLifecycle)
         if events_fd is not None:
             self.fds.append(events_fd)
@@ -446,6 +459,8 @@ class Run:
                 if not events:
                     self.init_stuck = True
                     return EXIT_NOT_PROVEN
+            if self.terminal is not None:
+                self.terminal.on_events(events)
             if self.mediator is not None and self.mediator.failed_r in events:
                 # Fail closed: the kernel already refuses every connect (ENOSYS); end the run.
                 self.mediation_failure = f"the connect mediation stopped: {self.mediator.failure}"
@@ -512,6 +527,8 @@ class Run:
         try:
             report = self.life.end()
         finally:
+            if self.terminal is not None:
+                self.terminal.close()  # the rest of the run's output; the caller's terminal as it was
             if self.mediator is not None:
                 self.mediator.stop()  # after the run's processes are gone: nothing left to answer
             if self.stdio is not None:

@@ -24,7 +24,7 @@ NAMES = {
     "P5": "no privileges: no capabilities, no_new_privs, the syscall filter, sudo fails",
     "P6": "environment allowlist: no DOCKER_*, KUBECONFIG, SSH_AUTH_SOCK, LD_PRELOAD...",
     "P7": "no file descriptor but 0-2 crosses in, none a socket to outside",
-    "P8": "new session: no typing into the caller's terminal",
+    "P8": "new session; its terminal is its own pty, never the caller's",
     "P9": "own IPC and UTS namespaces, no cgroup writable or mountable",
     "P10": "nothing outside can be signalled or traced",
     "P11": "shell start-up files are read inside, never outside",

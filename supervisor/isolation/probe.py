@@ -742,18 +742,30 @@ class Probe:
             if named:
                 raise NotProven("P7", f"fd {fd} is a socket connected to {peer!r} outside the run")
 
-    # P8: new session, no controlling terminal, no other terminal visible, TIOCSTI refused
+    # P8: new session; the only terminal the run holds is its own (the pty no-docker relays,
+    # made the controlling terminal of the command's session here); no other terminal visible
     def p8(self) -> None:
         sid = os.getsid(0)
         if sid <= 0 or not os.path.exists(f"/proc/{sid}"):
             raise NotProven("P8", f"session {sid} is not a process of the run (no --new-session)")
+        ttys = [fd for fd in (0, 1, 2) if os.isatty(fd)]
+        if ttys and self.gate:
+            self._take_terminal(ttys[0])
         try:
             fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
         except OSError:
             pass
         else:
-            os.close(fd)
-            raise NotProven("P8", "/dev/tty opens: the run still has a controlling terminal")
+            try:
+                pgrp = os.tcgetpgrp(fd)
+            except OSError:
+                pgrp = 0
+            finally:
+                os.close(fd)
+            # Its foreground job is seen from inside only if it is a job of the run.
+            if pgrp <= 0 or not os.path.exists(f"/proc/{pgrp}"):
+                raise NotProven("P8", "/dev/tty opens: the run's controlling terminal belongs to a "
+                                "session outside the run")
         if self.gate:
             try:
                 terminals = [n for n in os.listdir("/dev/pts") if n != "ptmx"]
@@ -761,17 +773,30 @@ class Probe:
                 terminals = []
             if terminals:
                 raise NotProven("P8", f"/dev/pts shows terminals {terminals[:3]} of other sessions")
-        ttys = [fd for fd in (0, 1, 2) if os.isatty(fd)]
-        if not ttys:
-            return
+            # Every terminal among 0-2 is the one just taken: TIOCSTI, TIOCSWINSZ, tcsetattr
+            # and job control there act on the run's own pty and processes only.
+            for fd in ttys:
+                try:
+                    os.tcgetpgrp(fd)
+                except OSError:
+                    raise NotProven("P8", f"fd {fd} is a terminal other than the run's own") from None
+
+    def _take_terminal(self, fd: int) -> None:
+        """The command's session gets the pty no-docker relays as its controlling terminal, so
+        Ctrl-C typed outside reaches the command as SIGINT through the pty. bwrap's init leads
+        the session --new-session made; the probe starts its own (CMD inherits it). The kernel
+        refuses a terminal that is another session's: the caller's, passed through unrelayed."""
         import fcntl  # only now: most runs (CI, pipes) have no terminal at all
         import termios
-        for fd in ttys:
-            try:
-                fcntl.ioctl(fd, termios.TIOCSTI, b"\x00")
-            except OSError:
-                continue
-            raise NotProven("P8", f"TIOCSTI on fd {fd} succeeded: input can be pushed into the terminal")
+        try:
+            os.setsid()
+        except OSError:
+            pass  # a process group leader already: TIOCSCTTY says whether it may
+        try:
+            fcntl.ioctl(fd, termios.TIOCSCTTY, 0)
+        except OSError as err:
+            raise NotProven("P8", f"fd {fd} is a terminal the run cannot take as its own ({err.strerror}): "
+                            "another session's (the caller's?), not a pty no-docker relays") from None
 
     # P9: own IPC and UTS namespaces, cgroup filesystem not writable
     def p9(self) -> None:
