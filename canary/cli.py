@@ -28,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "every attempt before it answers.")
     commands = parser.add_subparsers(dest="command", metavar="serve|show", parser_class=_Parser)
     serve = commands.add_parser("serve", help="listen and record", description="Listen on every given "
-                                "address in one process; write each record to --log before answering.")
+                                "address in one process; write each record to --log before answering. "
+                                "Once every listener accepts, one line on stderr says so (where it "
+                                "listens, its pid, the log); nothing is printed on stdout.")
     serve.add_argument("--unix", action="extend", nargs="+", default=[], metavar="PATH",
                        help="unix socket path (parent directories are created)")
     serve.add_argument("--tcp", action="extend", nargs="+", default=[], metavar="HOST:PORT",

@@ -42,6 +42,13 @@ class CanaryProcess:
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
 
+    def complaints(self) -> str:
+        """stderr without the one line that says the canary is ready: what went wrong, if anything."""
+        lines = self.stderr().splitlines(keepends=True)
+        if lines and lines[0].startswith("no-docker canary: ready (pid ") and lines[0].endswith("\n"):
+            lines = lines[1:]
+        return "".join(lines)
+
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM, wait, SIGKILL if it must; returns the exit status."""
         if self.proc.poll() is None:

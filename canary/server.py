@@ -566,6 +566,38 @@ def write_ready(path: Path, entries: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
+def _one_line(text: str) -> str:
+    """A path on one line of a terminal: control characters (a newline in a path) as escapes."""
+    return text if text.isprintable() else "".join(
+        char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+def ready_line(entries: list[dict[str, Any]], log: Path, pid: int, mode: str = "answer") -> str:
+    """What ``serve`` says on stderr once every listener accepts: where it listens (TCP with the
+    real port, so ``--tcp 127.0.0.1:0`` is usable without ``--ready``), its pid, where the log
+    is, and whether it refuses. One line, without a newline."""
+    where = []
+    for entry in entries:
+        if entry["kind"] == "tcp":
+            host = str(entry["host"])
+            where.append(f"tcp {f'[{host}]' if ':' in host else host}:{entry['port']}")
+        elif entry["kind"] == "unix":
+            where.append(f"unix {entry['path']}")
+        else:
+            where.append(f"abstract @{entry['name']}")
+    doing = "refusing every request (--mode refuse)" if mode == "refuse" else "answering"
+    return _one_line(f"no-docker canary: ready (pid {pid}), {doing} on {', '.join(where)}; "
+                     f"recording to {os.path.abspath(log)}")
+
+
+def _say(line: str) -> None:
+    """One line on stderr; a closed or broken stderr never stops the witness."""
+    if sys.stderr is not None:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+
 async def serve(specs: list[ListenerSpec], log: Path, *, mode: str = "answer", ready: Path | None = None,
                 idle_timeout: float = 30.0) -> int:
     loop = asyncio.get_running_loop()
@@ -599,6 +631,8 @@ async def serve(specs: list[ListenerSpec], log: Path, *, mode: str = "answer", r
                 write_ready(ready, entries)
             except OSError as err:
                 raise CanaryError(f"--ready {ready}: cannot write: {err.strerror}") from None
+        # After the ready file: whoever waits for this line can read the file at once.
+        _say(ready_line(entries, log, os.getpid(), mode))
         reaper = asyncio.create_task(_reap_idle(canary))
         await stop.wait()
         return 0

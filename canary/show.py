@@ -16,7 +16,8 @@ class Row:
     time: str
     listener: str
     conn: Any
-    pid: Any
+    pid: int | None  # the SO_PEERCRED pid of a unix or abstract peer; never anything but an int
+    peer_address: str | None  # a TCP peer's HOST:PORT
     kind: str
     what: str
     status: Any
@@ -24,8 +25,8 @@ class Row:
 
     def as_json(self) -> dict[str, Any]:
         return {"seq": self.seq, "time": self.time, "listener": self.listener, "conn": self.conn,
-                "pid": self.pid, "kind": self.kind, "what": self.what, "status": self.status,
-                "route": self.route}
+                "pid": self.pid, "peer_address": self.peer_address, "kind": self.kind, "what": self.what,
+                "status": self.status, "route": self.route}
 
 
 @dataclass
@@ -65,10 +66,27 @@ def _what(record: Record) -> str:
     return printable(f"{record.get('method', '?')} {target}")
 
 
+def peer_of(peer: object) -> tuple[int | None, str | None]:
+    """(pid, TCP address) of a connection record's ``peer``. Whatever a log holds (an old or
+    hand-edited one: no peer, ``{"error": ...}``, a pid that is a string), the pid is an int
+    or None, so a consumer of ``--json`` never gets a string where it expects a pid."""
+    if not isinstance(peer, dict):
+        return None, None
+    pid = peer.get("pid")
+    address = peer.get("address")
+    if isinstance(address, str):
+        port = peer.get("port")
+        host = f"[{address}]" if ":" in address else address
+        address = f"{host}:{port}" if isinstance(port, int) and not isinstance(port, bool) else address
+    else:
+        address = None
+    return (pid if isinstance(pid, int) and not isinstance(pid, bool) else None), address
+
+
 def summarize(lines: Iterable[LogLine]) -> Summary:
-    """Rows for request and raw records (peer pid joined from the connection record)."""
+    """Rows for request and raw records (the peer joined from the connection record)."""
     summary = Summary()
-    pids: dict[tuple[str, Any], Any] = {}
+    peers: dict[tuple[str, Any], tuple[int | None, str | None]] = {}
     last_seq: int | None = None
     for line in lines:
         record = line.record
@@ -83,18 +101,20 @@ def summarize(lines: Iterable[LogLine]) -> Summary:
         kind = str(record.get("kind"))
         listener = str(record.get("listener", "?"))
         summary.per_listener.setdefault(listener, Counter())[kind] += 1
-        key = (listener, record.get("conn"))
+        conn = record.get("conn")
+        key = (listener, conn if isinstance(conn, int | str) else repr(conn))  # a list would not hash
         if kind == "connection":
-            peer = record.get("peer")
-            pids[key] = peer.get("pid", peer.get("address")) if isinstance(peer, dict) else None
+            peers[key] = peer_of(record.get("peer"))
             continue
         route = route_of(record)
         if route:
             summary.per_route[route] += 1
+        pid, peer_address = peers.get(key, (None, None))
         summary.rows.append(Row(
             seq=record.get("seq") if isinstance(record.get("seq"), int) else None,
             time=str(record.get("time", "")), listener=listener, conn=record.get("conn"),
-            pid=pids.get(key), kind=kind, what=_what(record), status=record.get("status"), route=route))
+            pid=pid, peer_address=peer_address, kind=kind, what=_what(record), status=record.get("status"),
+            route=route))
     return summary
 
 
@@ -106,10 +126,11 @@ def render(summary: Summary, clip: int = 40) -> str:
     """A plain-text table, then the counts. Cells but the last are clipped to ``clip``
     characters; the request (method, path, query) is never clipped."""
     out = []
-    header = ("SEQ", "TIME", "LISTENER", "PID", "STATUS", "ROUTE", "REQUEST")
+    header = ("SEQ", "TIME", "LISTENER", "PEER", "STATUS", "ROUTE", "REQUEST")
     cells = [(str(row.seq if row.seq is not None else "?"), printable(row.time[11:23] or row.time),
               printable(row.listener),
-              "" if row.pid is None else str(row.pid), "" if row.status is None else str(row.status),
+              str(row.pid) if row.pid is not None else printable(row.peer_address or ""),
+              "" if row.status is None else str(row.status),
               row.route or "", row.what) for row in summary.rows]
     fixed = [max([len(header[i])] + [len(_clip(c[i], clip)) for c in cells]) for i in range(6)]
     for row in [header, *cells]:

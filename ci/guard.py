@@ -1,8 +1,9 @@
 """``no-docker guard [REPO] [--json]``: the CI guard checks of a repository.
 
-1. ShellCheck on every tracked shell script (``git ls-files``; ``.sh``/``.bash`` or a
-   sh/bash shebang);
-2. actionlint on ``.github/workflows/*.yml|yaml``;
+1. ShellCheck on every shell script git would commit (``git ls-files``, and untracked files
+   that are not ignored; ``.sh``/``.bash`` or a sh/bash shebang);
+2. actionlint on ``.github/workflows/*.yml|yaml`` (the same files: tracked, or untracked and
+   not ignored);
 3. T-19, the workflow checks (``workflow_rules``): code under test only in the last steps of
    each job, no step mixing isolated and plain commands, no ``continue-on-error``.
 
@@ -27,7 +28,8 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 DESCRIPTION = """\
 CI guard checks of a git repository (default: the one containing the current directory):
-ShellCheck on every tracked shell script, actionlint on .github/workflows/*.yml|yaml, and
+ShellCheck on every shell script and actionlint on every .github/workflows/*.yml|yaml that
+git would commit (tracked, or untracked and not ignored: checked before `git add`), and
 the workflow checks of T-19, default-deny: every step runs under `no-docker run` or the
 no-docker action (recognised by its ref or by our own action.yml's bytes, never by its name),
 or is on the allowlist of steps that cannot run the repository's code (checkout and setup
@@ -94,7 +96,15 @@ def guard(repo: Repository, declared: list[str] | None = None) -> tuple[dict[str
     findings = workflow_findings(repo, workflows, declared)
     findings += run_shellcheck(repo.root, scripts)
     findings += run_actionlint(repo.root, workflows)
-    return {"shell_scripts": scripts, "workflows": workflows}, sorted(set(findings))
+    untracked = set(repo.untracked)
+    checked = {"shell_scripts": scripts, "workflows": workflows,
+               "untracked": sorted(p for p in scripts + workflows if p in untracked)}
+    return checked, sorted(set(findings))
+
+
+def _one_line(name: str) -> str:
+    """A file name on one line: a newline or a byte that is not UTF-8 (a lone surrogate) escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
 def declared_finding(line: str) -> Finding:
@@ -132,6 +142,12 @@ def main(argv: list[str]) -> int:
         for finding in findings:
             # a name: from the YAML may hold a lone surrogate ("\ud800" escape): never a traceback
             print(str(finding).encode("utf-8", "backslashreplace").decode("utf-8"))
+    if checked["untracked"]:
+        # The result covers files not committed yet: say which, so that a clean guard is not
+        # mistaken for one about the commit alone (and a stray file explains a finding).
+        names = ", ".join(_one_line(p) for p in checked["untracked"])
+        print(f"no-docker: guard: not tracked by git yet, checked as they are on disk: {names}",
+              file=sys.stderr)
     for line in declared:  # an exemption is never silent
         print(f"no-docker: guard: declared unisolated (reviewed exemption): {line}", file=sys.stderr)
     by_rule: dict[str, int] = {}

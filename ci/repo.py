@@ -1,4 +1,5 @@
-"""The repository the guard checks: tracked files, shell scripts, workflows, pytest settings.
+"""The repository the guard checks: the files git would commit, shell scripts, workflows,
+pytest settings.
 
 The only module of the guard that runs git or reads files; everything it answers is a plain
 value, so the checks stay pure.
@@ -28,7 +29,7 @@ MAX_TEXT = 1 << 20  # a script or config larger than this is not read (and never
 
 
 def is_shell_script(name: str, head: bytes) -> bool:
-    """A tracked file is a shell script by its suffix or by a sh/bash/dash/ksh shebang."""
+    """A file is a shell script by its suffix or by a sh/bash/dash/ksh shebang."""
     return name.endswith(SHELL_SUFFIXES) or SHEBANG.match(head.split(b"\n", 1)[0]) is not None
 
 
@@ -78,10 +79,18 @@ def pytest_config_isolates(files: dict[str, str]) -> bool:
 class Repository:
     """A git working tree; answers the questions of ``shell_commands.RepoView``."""
 
-    def __init__(self, root: Path, tracked: list[str]) -> None:
+    def __init__(self, root: Path, tracked: list[str], untracked: list[str] | None = None) -> None:
         self.root = root
         self.tracked = tracked
         self._tracked_set = frozenset(tracked)
+        # Untracked and not ignored: what `git add -A` would add. Checked like tracked files (a
+        # user runs the guard before committing), but they never count as isolation (below).
+        self.untracked = sorted(set(untracked or ()) - self._tracked_set)
+
+    @property
+    def files(self) -> list[str]:
+        """Every file git would commit: tracked, and untracked but not ignored."""
+        return sorted(set(self.tracked) | set(self.untracked))
 
     @classmethod
     def open(cls, path: Path) -> Repository:
@@ -99,12 +108,12 @@ class Repository:
         if top.returncode != 0:
             raise UsageError(f"guard: {str(path)!r} is not inside a git repository (git rev-parse failed)")
         root = Path(top.stdout.strip())
-        listing = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=False)
-        if listing.returncode != 0:
-            detail = listing.stderr.decode(errors="replace").strip().splitlines()
-            raise UsageError(f"guard: git ls-files failed in {str(root)!r}: {detail[-1] if detail else '?'}")
-        tracked = sorted(p for p in listing.stdout.decode("utf-8", "surrogateescape").split("\0") if p)
-        return cls(root, tracked)
+        tracked = _ls_files(root)
+        # .gitignore, .git/info/exclude and core.excludesFile: an ignored file (a venv's activate
+        # script, build output) never reaches the runner. A nested repository is listed as
+        # `dir/`: its files are its own repository's.
+        untracked = [p for p in _ls_files(root, "--others", "--exclude-standard") if not p.endswith("/")]
+        return cls(root, tracked, untracked)
 
     def read_text(self, rel: str) -> str | None:
         """A file's text, or None when it is absent, not a regular file, too large or not UTF-8."""
@@ -124,27 +133,27 @@ class Repository:
             return b""
 
     def shell_scripts(self) -> list[str]:
-        """Tracked regular files that are shell scripts. A tracked symlink is skipped: git holds
+        """Regular files git would commit that are shell scripts. A symlink is skipped: git holds
         the link, not what it points at (which may lie outside the repository)."""
         return [
             p
-            for p in self.tracked
+            for p in self.files
             if (self.root / p).is_file()
             and not (self.root / p).is_symlink()
             and is_shell_script(p, self._head(p))
         ]
 
     def workflows(self) -> list[str]:
-        """Every ``.github/workflows/*.yml|yaml`` on disk (tracked or not: a new workflow is
-        checked before it is committed). GitHub reads only that directory's top level."""
-        directory = self.root / WORKFLOW_DIR
-        if not directory.is_dir():
-            return []
-        return sorted(
-            f"{WORKFLOW_DIR}/{p.name}"
-            for p in directory.iterdir()
-            if p.suffix in WORKFLOW_SUFFIXES and p.is_file()
-        )
+        """Every ``.github/workflows/*.yml|yaml`` git would commit (tracked or not: a new workflow
+        is checked before it is committed; an ignored one never reaches GitHub). GitHub reads
+        only that directory's top level."""
+        prefix = WORKFLOW_DIR + "/"
+        return [
+            p
+            for p in self.files
+            if p.startswith(prefix) and "/" not in p[len(prefix):] and p.endswith(WORKFLOW_SUFFIXES)
+            and (self.root / p).is_file()
+        ]
 
     # -- RepoView --------------------------------------------------------------------------
 
@@ -180,6 +189,15 @@ class Repository:
             except OSError:
                 return False
         return False
+
+
+def _ls_files(root: Path, *options: str) -> list[str]:
+    listing = subprocess.run(["git", "-C", str(root), "ls-files", "-z", *options], capture_output=True,
+                             check=False)
+    if listing.returncode != 0:
+        detail = listing.stderr.decode(errors="replace").strip().splitlines()
+        raise UsageError(f"guard: git ls-files failed in {str(root)!r}: {detail[-1] if detail else '?'}")
+    return sorted(p for p in listing.stdout.decode("utf-8", "surrogateescape").split("\0") if p)
 
 
 def own_action_bytes() -> bytes:

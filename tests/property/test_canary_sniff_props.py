@@ -88,3 +88,27 @@ def test_answer_never_raises_and_json_bodies_parse(method, path, params, mode):
 def test_parse_log_never_raises(lines):
     for line in parse_log(lines):
         assert (line.record is None) != (line.error == "")
+
+
+SCALAR = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+JSON = st.recursive(SCALAR | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                               max_size=3), max_leaves=8)
+PEER_KEYS = st.sampled_from(["pid", "uid", "gid", "comm", "address", "port", "error"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(PEER_KEYS, JSON, max_size=5) | JSON, JSON)
+def test_show_never_gives_a_pid_that_is_not_an_int_whatever_the_log_holds(peer, conn):
+    from no_docker.canary.show import render, summarize
+
+    records = [{"kind": "connection", "seq": 1, "listener": "l", "conn": conn, "peer": peer},
+               {"kind": "request", "seq": 2, "listener": "l", "conn": conn, "method": "GET", "path": "/"}]
+    summary = summarize(parse_log(json.dumps(r).encode() + b"\n" for r in records))
+    (row,) = summary.as_json()["rows"]
+    assert row["pid"] is None or type(row["pid"]) is int
+    assert row["peer_address"] is None or isinstance(row["peer_address"], str)
+    if isinstance(peer, dict) and type(peer.get("pid")) is int:
+        assert row["pid"] == peer["pid"]
+    # the header, the row, a blank line, "per listener:" and its one listener, "per route: (none)"
+    assert render(summary).count("\n") == 6

@@ -10,6 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,7 @@ def test_sigterm_stops_cleanly_removes_its_sockets_and_leaves_a_complete_log(tmp
         ask(str(sock_path))
         assert canary.stop() == 0
         assert not sock_path.exists()
-        assert canary.stderr() == ""
+        assert canary.complaints() == ""
         lines = canary.log.read_bytes().split(b"\n")
     assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])
     assert stat.S_IMODE(canary.log.stat().st_mode) == 0o600  # headers may carry credentials
@@ -215,5 +216,47 @@ def test_sigint_stops_it_like_sigterm(tmp_path):
         ask(str(sock_path))
         canary.proc.send_signal(signal.SIGINT)
         assert canary.proc.wait(30) == 0
-        assert not sock_path.exists() and canary.stderr() == ""
+        assert not sock_path.exists() and canary.complaints() == ""
         assert [r["kind"] for r in canary.records()] == ["connection", "request"]
+
+
+def test_serve_says_on_stderr_once_it_is_ready_and_nothing_on_stdout(tmp_path):
+    # Issue 18 item 11: a user starting `canary serve` by hand learns that it listens (the real
+    # TCP port included) and where the log is, without --ready; stdout stays empty.
+    sock_path = tmp_path / "run" / "d.sock"
+    log, ready = tmp_path / "c.jsonl", tmp_path / "c.ready"
+    out, err = tmp_path / "out", tmp_path / "err"
+    argv = serve_argv(log, ready, unix=[str(sock_path)], tcp=["127.0.0.1:0"], abstract=[f"nd-{os.getpid()}"])
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while b"\n" not in err.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_bytes()
+            time.sleep(0.02)
+        assert ready.exists()  # the line comes after the ready file
+        port = next(e["port"] for e in json.loads(ready.read_text())["listeners"] if e["kind"] == "tcp")
+        assert port != 0
+        assert err.read_text() == (
+            f"no-docker canary: ready (pid {proc.pid}), answering on unix {sock_path}, tcp 127.0.0.1:{port}, "
+            f"abstract @nd-{os.getpid()}; recording to {log}\n")
+        ask(str(sock_path))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert out.read_bytes() == b""
+    assert err.read_text().count("\n") == 1  # once, and nothing more at a clean stop
+
+
+def test_the_ready_line_is_one_line_and_says_refuse():
+    from no_docker.canary.server import ready_line
+
+    entries = [{"kind": "tcp", "address": "[::1]:0", "host": "::1", "port": 2375},
+               {"kind": "unix", "address": "/tmp/a\nb", "path": "/tmp/a\nb"}]
+    line = ready_line(entries, Path("/l/c.jsonl"), 7, "refuse")
+    assert line == ("no-docker canary: ready (pid 7), refusing every request (--mode refuse) on "
+                    "tcp [::1]:2375, unix /tmp/a\\nb; recording to /l/c.jsonl")

@@ -44,7 +44,7 @@ def test_show_a_log_of_real_clients(tmp_path):
     table = show(str(canary.log))
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["SEQ", "TIME", "LISTENER", "PID", "STATUS", "ROUTE", "REQUEST"]
+    assert lines[0].split() == ["SEQ", "TIME", "LISTENER", "PEER", "STATUS", "ROUTE", "REQUEST"]
     ps_line = next(line for line in lines if "/containers/json" in line)
     assert "seed-path" in ps_line and "GET /v1.50/containers/json?filters=" in ps_line
     curl_line = next(line for line in lines if "curl-unix" in line)
@@ -88,3 +88,59 @@ def test_render_names_unreadable_lines_and_never_drops_a_request():
     assert "POST /v1.50/" + "x" * 300 in text
     assert "01:02:03.456" in text
     assert "unreadable: line 2: not JSON" in text
+
+
+def _log(*records: dict) -> list[bytes]:
+    return [json.dumps(r).encode() + b"\n" for r in records]
+
+
+def test_show_json_keeps_pid_an_integer_and_gives_a_tcp_peer_its_own_field():
+    # Issue 18 item 11: `pid` was the TCP peer's address (a string) on TCP rows.
+    t = "2026-11-30T01:02:03.456789Z"
+    lines = _log(
+        {"kind": "connection", "seq": 1, "time": t, "listener": "/s", "conn": 1,
+         "peer": {"pid": 4242, "uid": 0, "gid": 0, "comm": "curl"}},
+        {"kind": "request", "seq": 2, "time": t, "listener": "/s", "conn": 1, "method": "GET",
+         "path": "/_ping", "query": "", "status": 200},
+        {"kind": "connection", "seq": 3, "time": t, "listener": "127.0.0.1:0", "conn": 2,
+         "peer": {"address": "127.0.0.1", "port": 40522}},
+        {"kind": "raw", "seq": 4, "time": t, "listener": "127.0.0.1:0", "conn": 2, "summary": "h2 preface"},
+        {"kind": "connection", "seq": 5, "time": t, "listener": "[::1]:2375", "conn": 3,
+         "peer": {"address": "::1", "port": 5}},
+        {"kind": "request", "seq": 6, "time": t, "listener": "[::1]:2375", "conn": 3, "method": "GET",
+         "path": "/v", "query": "", "status": 200},
+    )
+    rows = summarize(parse_log(lines)).as_json()["rows"]
+    assert [(r["pid"], r["peer_address"]) for r in rows] == [(4242, None), (None, "127.0.0.1:40522"),
+                                                            (None, "[::1]:5")]
+    text = render(summarize(parse_log(lines))).splitlines()
+    assert text[0].split() == ["SEQ", "TIME", "LISTENER", "PEER", "STATUS", "ROUTE", "REQUEST"]
+    assert text[1].split()[3] == "4242" and text[2].split()[3] == "127.0.0.1:40522"
+    assert text[3].split()[3] == "[::1]:5"
+
+
+def test_show_reads_old_and_odd_peers_without_error():
+    # Logs written before this change hold the same records; older or hand-edited ones may
+    # lack a peer, carry SO_PEERCRED's error, or a pid that is not a number: never a string
+    # (nor a bool) in `pid`, never a traceback.
+    t = "2026-11-30T01:02:03.456789Z"
+    peers = [None, {"error": "Bad file descriptor"}, {"pid": "4242"}, {"pid": True}, "pid 1",
+             {"address": "127.0.0.1"}, {"pid": 0, "uid": 0, "gid": 0}]
+    records = []
+    for n, peer in enumerate(peers, start=1):
+        connection = {"kind": "connection", "seq": 2 * n - 1, "time": t, "listener": "l", "conn": n}
+        if peer is not None:
+            connection["peer"] = peer
+        records += [connection, {"kind": "request", "seq": 2 * n, "time": t, "listener": "l", "conn": n,
+                                 "method": "GET", "path": "/_ping", "query": "", "status": 200}]
+    records.append({"kind": "request", "seq": 99, "time": t, "listener": "l", "conn": 77, "method": "GET",
+                    "path": "/no-connection-record", "query": "", "status": 200})
+    records.append({"kind": "connection", "seq": 100, "time": t, "listener": "l", "conn": [8],
+                    "peer": {"pid": 8}})
+    records.append({"kind": "request", "seq": 101, "time": t, "listener": "l", "conn": [8], "method": "GET",
+                    "path": "/a-conn-that-is-a-list", "query": "", "status": 200})
+    summary = summarize(parse_log(_log(*records)))
+    assert [(r["pid"], r["peer_address"]) for r in summary.as_json()["rows"]] == [
+        (None, None), (None, None), (None, None), (None, None), (None, None), (None, "127.0.0.1"), (0, None),
+        (None, None), (8, None)]
+    assert render(summary).count("\n") > len(peers)

@@ -274,7 +274,7 @@ def test_sigterm_records_half_sent_bodies_once_and_unanswered(tmp_path):
         socks[-1].sendall(build)
         barrier(path)
         assert canary.stop() == 0
-        assert canary.stderr() == ""
+        assert canary.complaints() == ""
         records = canary.records()
         for sock in socks:
             sock.close()
@@ -299,7 +299,7 @@ def test_sigterm_under_pipelined_deletes_records_each_once_and_claims_only_answe
             sock.sendall(b"".join(req("DELETE", f"/v1.50/images/i{c}-{n}") for n in range(30)))
         canary.proc.send_signal(signal.SIGTERM)
         answers = [read_all(sock) for sock in socks]
-        assert canary.proc.wait(20) == 0 and canary.stderr() == ""
+        assert canary.proc.wait(20) == 0 and canary.complaints() == ""
         for sock in socks:
             sock.close()
         records = canary.records()

@@ -104,7 +104,7 @@ def test_not_a_repository_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert status == 2 and "is not a directory" in err and "missing" in err
 
 
-def test_shellcheck_runs_on_tracked_shell_scripts_only(
+def test_shellcheck_runs_on_every_shell_script_git_would_commit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = "#!/bin/sh\necho $1\n"
@@ -115,18 +115,50 @@ def test_shellcheck_runs_on_tracked_shell_scripts_only(
             "lib/a.bash": "echo $1\n",
             "README.md": "echo $1\n",
             "tool.py": "#!/usr/bin/env python3\n",
+            ".gitignore": "build/\n",
         },
-        untracked={"untracked.sh": bad},
+        untracked={"untracked.sh": bad, "build/gen.sh": bad},
     )
     status, out, err = guard(capsys, str(repo), "--json")
     assert status == 1
     doc = json.loads("\n".join(out))
-    assert doc["checked"] == {"shell_scripts": ["bin/tool", "lib/a.bash"], "workflows": []}
+    assert doc["checked"] == {"shell_scripts": ["bin/tool", "lib/a.bash", "untracked.sh"], "workflows": [],
+                              "untracked": ["untracked.sh"]}
     assert {(f["file"], f["line"], f["rule"]) for f in doc["findings"]} == {
         ("bin/tool", 2, "shellcheck/SC2086"),
         ("lib/a.bash", 1, "shellcheck/SC2086"),
+        ("untracked.sh", 2, "shellcheck/SC2086"),
     }
     assert doc["ok"] is False and doc["repo"] == str(repo)
+
+
+UNISOLATED = "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: make test\n"
+
+
+def test_untracked_scripts_and_workflows_are_checked_alike_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 18 item 11: a new workflow was checked before `git add`, a new shell script was
+    # not. Both are now checked as they are on disk (and named on stderr); files git ignores
+    # (a venv's activate script, a scratch workflow) never reach the runner and are not.
+    bad = "#!/bin/sh\necho $1\n"
+    repo = make_repo(
+        tmp_path,
+        {"ok.sh": "#!/bin/sh\necho ok\n", ".gitignore": "build/\n.github/workflows/scratch.yml\n"},
+        untracked={"new.sh": bad, ".github/workflows/new.yml": UNISOLATED, "build/gen.sh": bad,
+                   ".github/workflows/scratch.yml": UNISOLATED},
+    )
+    status, out, err = guard(capsys, str(repo))
+    assert status == 1
+    got = {tuple(line.split(": ")[:2]) for line in out}
+    assert got == {("new.sh:2", "shellcheck/SC2086"), (".github/workflows/new.yml:6", "unisolated-step")}, out
+    assert ("no-docker: guard: not tracked by git yet, checked as they are on disk: "
+            ".github/workflows/new.yml, new.sh\n") in err
+    assert err.endswith("in 1 workflows and 2 shell scripts\n"), err
+    git(repo, "add", "-A")
+    status, out, err = guard(capsys, str(repo))
+    assert status == 1 and {tuple(line.split(": ")[:2]) for line in out} == got
+    assert "not tracked" not in err
 
 
 def test_actionlint_findings_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
