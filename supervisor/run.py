@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
     from collections.abc import Callable
 
     from .ending.algorithm import EndReport
-    from .isolation.mediation import Mediator
+    from .isolation.mediation import Keeper, Mediator
     from .isolation.publish import Forwarder
     from .isolation.stdio import Relay as StdioRelay
     from .isolation.terminal import Relay as TerminalRelay
@@ -278,6 +278,7 @@ class Run:
         self.frozen = False  # the run's cgroup was frozen while it ran (Run.wait)
         self._status_buf = self._report_buf = b""
         self.release_w = -1  # the probe waits on its other end once it has reported
+        self.keeper: Keeper | None = None  # the thread that spawned bwrap (its death signal's "parent")
         self.mediator: Mediator | None = None  # P12: answers every connect() of the run
         self.sentinel: Sentinel | None = None
         self.mediation_failure: str | None = None
@@ -328,7 +329,7 @@ class Run:
             with self.life.cgroup_entered():  # bwrap, and all it forks, is born in the run's cgroup
                 # P12: bwrap and everything it starts carry the connect filter, whose listener
                 # only this process holds (mediation.spawn_filtered).
-                self.pid, listener = mediation.spawn_filtered(
+                self.pid, listener, self.keeper = mediation.spawn_filtered(
                     argv, dict(os.environ),
                     pass_fds=(data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r),
                     stdio=self.terminal.fds if self.terminal is not None else self.stdio.fds)
@@ -531,6 +532,8 @@ class Run:
                 self.terminal.close()  # the rest of the run's output; the caller's terminal as it was
             if self.mediator is not None:
                 self.mediator.stop()  # after the run's processes are gone: nothing left to answer
+            if self.keeper is not None:
+                self.keeper.release()  # bwrap is reaped: its spawning thread may end
             if self.stdio is not None:
                 self.stdio.finish(self.life.end_timeout)  # what the run wrote, out before our lines
             self.pid = None  # reaped by the lifecycle

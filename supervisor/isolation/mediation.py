@@ -41,18 +41,19 @@ the same socket (which would answer EISCONN/EALREADY, or connect twice).
 
 from __future__ import annotations
 
+import _signal as signal  # not signal: the wrapper imports enum (this is on the run path)
+import _socket as socket  # not socket: its enums cost more than a whole mediated connect
+import _thread
 import errno
 import fcntl
 import os
 import select
-import signal
-import socket
 import stat
 import struct
 import threading
 import time
-from dataclasses import dataclass, field
 
+from ..record import Factory, record
 from . import sockdiag
 
 # --- the filter -----------------------------------------------------------------------------
@@ -159,7 +160,7 @@ SECCOMP_IOCTL_NOTIF_ADDFD = _ioc(1, 3, 24)
 SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1  # never used: see the module docstring
 
 
-@dataclass(frozen=True)
+@record
 class Notification:
     id: int
     pid: int
@@ -192,7 +193,7 @@ SOCKADDR_STORAGE = 128  # move_addr_to_kernel: addrlen outside [0, 128] is EINVA
 SUN_PATH = 108
 
 
-@dataclass(frozen=True)
+@record
 class Address:
     """A sockaddr as the caller passed it. ``kind`` is one of: ``path``, ``abstract``,
     ``unnamed`` (AF_UNIX, no name), ``inet``, ``inet6``, ``short`` (no family), ``other``."""
@@ -259,7 +260,7 @@ MISSING, NOT_SOCKET, RUN_SOCKET, OUTSIDE_SOCKET, UNRESOLVABLE = (
     "missing", "not-socket", "run-socket", "outside-socket", "unresolvable")
 
 
-@dataclass(frozen=True)
+@record
 class Verdict:
     """``connect``: make the connect (through the resolved fd for a path, else with the
     caller's bytes) and answer its result; ``answer``: answer ERROR without connecting.
@@ -293,6 +294,24 @@ def decide(sock_family: int, address: Address, *, same_netns: bool, target: str 
     return Verdict("connect")
 
 
+_FD = struct.Struct("=i")
+
+
+def send_fds(channel: socket.socket, message: bytes, fd: int) -> None:
+    """``socket.send_fds`` for one fd, on a ``_socket`` socket (SCM_RIGHTS, unix(7))."""
+    channel.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _FD.pack(fd))])
+
+
+def recv_fds(channel: socket.socket, size: int) -> tuple[bytes, list[int]]:
+    """``socket.recv_fds`` on a ``_socket`` socket: (message, fds received)."""
+    msg, ancillary, _flags, _addr = channel.recvmsg(size, socket.CMSG_SPACE(_FD.size))
+    fds = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += [_FD.unpack_from(data, i)[0] for i in range(0, len(data) - len(data) % 4, 4)]
+    return msg, fds
+
+
 # --- install (in the forked child, before execve) -------------------------------------------
 def install(channel: socket.socket, arch: str | None = None) -> None:
     """Install the mediation filter on the calling process and hand the listener fd to the
@@ -311,7 +330,7 @@ def install(channel: socket.socket, arch: str | None = None) -> None:
     listener = _linux.install_filter(prog, SECCOMP_FILTER_FLAG_NEW_LISTENER
                                      | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
     try:
-        socket.send_fds(channel, [b"L"], [listener])
+        send_fds(channel, b"L", listener)
     finally:
         os.close(listener)
 
@@ -319,7 +338,7 @@ def install(channel: socket.socket, arch: str | None = None) -> None:
 def receive_listener(channel: socket.socket) -> int:
     """The listener fd the child sent (close-on-exec); MediationError if none came."""
     try:
-        msg, fds, _flags, _addr = socket.recv_fds(channel, 256, 1)
+        msg, fds = recv_fds(channel, 256)
     except OSError as err:
         raise MediationError(f"no listener from the child: {err}") from err
     if len(fds) != 1:
@@ -333,75 +352,85 @@ def receive_listener(channel: socket.socket) -> int:
 
 
 def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...],
-                   arch: str | None = None, stdio: tuple[int, int, int] = (0, 1, 2)) -> tuple[int, int]:
-    """Start ARGV (bwrap) under the mediation filter: (its pid, the listener fd).
+                   arch: str | None = None, stdio: tuple[int, int, int] = (0, 1, 2)
+                   ) -> tuple[int, int, Keeper]:
+    """Start ARGV (bwrap) under the mediation filter: (its pid, the listener fd, the keeper of
+    the thread that spawned it).
 
-    ``os.fork()``, then in the child: close every inheritable fd but 0-2 and PASS_FDS (P7, as
-    ``run.spawn`` does with posix_spawn), default SIGPIPE/SIGXFSZ, install the filter
-    (:func:`install`: the listener goes to us over a socketpair and is closed in the child),
-    ``execve``. Nothing is imported after the fork (an import lock held by another thread at
-    fork time stays held in the child). MediationError when no listener came (the child
-    reports why on stderr and exits 127). STDIO: the fds the child gets as 0, 1, 2 (P7:
-    pipes of the stdio relay in place of sockets, isolation/stdio.py)."""
+    A seccomp filter belongs to the thread that installs it (without TSYNC, seccomp(2)), and a
+    child inherits the filter of the thread that creates it. So a short-lived thread of the
+    supervisor installs the filter on itself (and no_new_privs when not root, per thread
+    too), takes the listener fd (close-on-exec: the sandbox never holds it, it could answer its
+    own connects), ``posix_spawn``s bwrap, and ends, taking its filter with it. Cheaper than a
+    ``fork`` of the whole supervisor, which the first version did. The child gets STDIO as
+    0, 1, 2 (P7: the stdio relay's pipes, isolation/stdio.py), PASS_FDS, and no other fd
+    (as ``run.spawn`` does), default SIGPIPE/SIGXFSZ. MediationError when the filter cannot be
+    installed; OSError when bwrap cannot be started."""
     from . import syscalls as _linux
 
-    _linux.load()  # ctypes, before the fork
+    _linux.load()
     prog = program(arch or os.uname().machine)  # MediationError for an unknown arch: no run
     flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
-    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     for fd in pass_fds:
         os.set_inheritable(fd, True)
-    close = []
+    actions: list[tuple] = [(os.POSIX_SPAWN_DUP2, source, target)
+                            for target, source in enumerate(stdio) if source != target]
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd > 2 and fd not in pass_fds:
             try:
                 if os.get_inheritable(fd):
-                    close.append(fd)
+                    actions.append((os.POSIX_SPAWN_CLOSE, fd))
             except OSError:
-                continue
-    sig_pipe, sig_xfsz, sig_dfl = signal.SIGPIPE, signal.SIGXFSZ, signal.SIG_DFL
-    send_fds, execve, no_new_privs = socket.send_fds, os.execve, os.geteuid() != 0
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child execs or exits
+                continue  # the descriptor listdir used, closed by now
+    no_new_privs = os.geteuid() != 0
+    done = _thread.allocate_lock()
+    done.acquire()
+    keeper = Keeper()
+    result: dict[str, object] = {}
+
+    def spawn() -> None:
         try:
-            mine.close()
-            for target, source in enumerate(stdio):
-                if source != target:
-                    os.dup2(source, target)  # inheritable; the source is close-on-exec
-            for fd in close:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            signal.signal(sig_pipe, sig_dfl)
-            signal.signal(sig_xfsz, sig_dfl)
             if no_new_privs:
                 _linux.set_no_new_privs()
-            listener = _linux.install_filter(prog, flags)
-            send_fds(theirs, [b"L"], [listener])
-            os.close(listener)
-            theirs.close()
-            execve(argv[0], argv, env)
-        except BaseException as err:  # noqa: BLE001 - the child must never return
             try:
-                theirs.send(f"{argv[0]}: {err}".encode("utf-8", "replace")[:200])  # the parent says it
-            finally:
-                os._exit(127)
-    theirs.close()
-    try:
-        mine.settimeout(30)
-        listener = receive_listener(mine)
-    except BaseException:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        os.waitpid(pid, 0)
-        raise
-    finally:
-        mine.close()
-    return pid, listener
+                result["listener"] = _linux.install_filter(prog, flags)
+            except OSError as err:
+                raise MediationError(f"{argv[0]}: {err}") from err
+            result["pid"] = os.posix_spawn(argv[0], argv, env, file_actions=actions,
+                                           setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+            result["error"] = err
+            keeper.release()
+        finally:
+            done.release()
+        # bwrap's --die-with-parent is PR_SET_PDEATHSIG, whose "parent" is the *thread* that
+        # created it (prctl(2)): this thread stays until the run is over (Keeper.release).
+        keeper.hold()
+
+    _thread.start_new_thread(spawn, ())
+    done.acquire()
+    if "error" in result:
+        if "listener" in result:
+            os.close(result["listener"])  # type: ignore[arg-type]
+        raise result["error"]  # type: ignore[misc]
+    return result["pid"], result["listener"], keeper  # type: ignore[return-value]
+
+
+class Keeper:
+    """Holds the thread that spawned bwrap until :meth:`release` (the run is over): bwrap's
+    death signal (``--die-with-parent``) fires when that thread ends, not the process."""
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def hold(self) -> None:
+        self._lock.acquire()
+
+    def release(self) -> None:
+        if self._lock.locked():
+            self._lock.release()
 
 
 def check_kernel() -> None:
@@ -432,14 +461,14 @@ class _Gone(Exception):
     """The notification is no longer valid (caller killed, or its pid no longer names it)."""
 
 
-@dataclass
+@record(mutable=True)
 class Refusal:
     """One refused target: how often, by whom (the first few pids and commands)."""
 
     target: str
     reason: str
     count: int = 0
-    callers: list[tuple[int, str]] = field(default_factory=list)
+    callers: list[tuple[int, str]] = Factory(list)
 
     def to_json(self) -> dict:
         return {"target": self.target, "reason": self.reason, "count": self.count,
@@ -485,7 +514,7 @@ class Mediator:
         self._busy_since: float | None = None
         self._known: dict[tuple[int, int], int] = {}
         self._idle = 0
-        self._threads: list[threading.Thread] = []
+        self._threads: list[_thread.LockType] = []  # one lock per thread, held while it runs
         self._closing = False
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self.proof_refusals: dict[tuple[str, str], Refusal] = {}
@@ -536,8 +565,9 @@ class Mediator:
             os.write(self._wake_w, b"x")
         except OSError:
             pass
-        for thread in list(self._threads):
-            thread.join(timeout)
+        for done in list(self._threads):
+            if done.acquire(timeout=timeout):
+                done.release()
         if self.listener >= 0:
             try:
                 os.close(self.listener)
@@ -559,12 +589,21 @@ class Mediator:
         return [r.to_json() for r in sorted(self.refusals.values(), key=lambda r: -r.count)]
 
     def _spawn(self) -> None:
+        """One more mediator thread. ``_thread`` directly: ``threading.Thread.start`` waits until
+        the new thread runs, a scheduler round trip on every ``no-docker run`` for nothing."""
         if len(self._threads) >= self.MAX_THREADS:
             return
-        thread = threading.Thread(target=self._serve, name=f"no-docker-mediator-{len(self._threads)}",
-                                  daemon=True)
-        self._threads.append(thread)
-        thread.start()
+        done = _thread.allocate_lock()
+        done.acquire()  # released when the thread ends: stop() joins on it
+
+        def serve() -> None:
+            try:
+                self._serve()
+            finally:
+                done.release()
+
+        self._threads.append(done)
+        _thread.start_new_thread(serve, ())
 
     # -- leader/followers ------------------------------------------------------------------
     STALL = 0.01  # a connect blocked this long (s) loses the receiving role to a follower
@@ -612,7 +651,7 @@ class Mediator:
             self._cv.notify_all()
 
     def _serve(self) -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())  # _signal has both
         poller = select.poll()
         poller.register(self.listener, select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)

@@ -932,19 +932,20 @@ class Probe:
         candidates = list(self.plan.get("unix", []))
         candidates += [p for p in (expand(e, home, xdg) for e in ENGINE_PATHS) if p]
         for path in dict.fromkeys(candidates):
-            # The hiding layer alone, before the connect (which the connect mediation, P12,
-            # would refuse anyway): nothing bound outside may even show as a socket here.
+            # The hiding layer alone: nothing bound outside may even show as a socket here.
+            # connect(2) resolves the name exactly as stat(2) does (symlinks, search
+            # permission), and reaches only a socket inode: where stat finds none (missing, a
+            # /dev/null mask, a file), the connect is refused by the kernel before anything is
+            # reached, so the stat is that try's outcome, without a round trip through the
+            # connect mediation (P12), which stands behind this layer for sockets that appear
+            # later and is tried on its own sentinel.
             try:
                 shown = stat.S_ISSOCK(os.stat(path).st_mode)
             except OSError:
-                shown = False
+                continue
             if shown:
                 raise NotProven("P3", f"{path} is a socket in the run's view: it is neither hidden nor "
-                                "masked (--ro-bind /dev/null over it)")
-            code = try_connect(_socket.AF_UNIX, path)
-            if code not in UNREACHED:
-                raise NotProven("P3", f"connect to {path}: {errname(code)}; hide it (e.g. --ro-bind "
-                                "/dev/null over it) or stop that listener")
+                                "masked (--ro-bind /dev/null over it), or stop that listener")
 
     def hidden_by_tmpfs(self, path: str) -> bool:
         """PATH shows a tmpfs mounted exactly there: a tmpfs mount point in mountinfo whose

@@ -31,15 +31,14 @@ pure function (:func:`plan`), covered by unit tests.
 
 from __future__ import annotations
 
+import _socket as socket  # not socket: its enums cost more than this module's work (run path)
 import errno
 import os
 import select
-import socket
 import stat
-import threading
-from dataclasses import dataclass
 
 from ..errors import NotProven
+from ..record import record
 
 PASS, RELAY = "pass", "relay"
 REMEDY = "give the command a pipe, a file or a terminal there instead: `... | no-docker run -- CMD`"
@@ -47,7 +46,7 @@ LOOPBACK_V4 = "127."
 LOOPBACK_V6 = ("::1", "::ffff:127.")
 
 
-@dataclass(frozen=True)
+@record
 class Facts:
     """What no-docker needs to know of one stdio descriptor."""
 
@@ -132,7 +131,7 @@ class Relay:
 
     def __init__(self, facts: list[Facts], actions: list[str]) -> None:
         self._run_ends: list[int] = []
-        self._threads: list[threading.Thread] = []  # started once the sandbox is spawned
+        self._threads: list = []  # threading.Thread, started once the sandbox is spawned
         self._stop_r, self._stop_w = os.pipe()
         targets = [f.fd for f in facts]
         outputs: dict[tuple[int, int], int] = {}  # one pipe per socket: stdout/stderr order kept
@@ -154,6 +153,8 @@ class Relay:
         self.fds = tuple(targets)
 
     def _thread(self, target, *args: int) -> None:  # noqa: ANN001
+        import threading  # only when a socket is on stdio: not on the common run path
+
         self._threads.append(threading.Thread(target=target, args=args, daemon=True, name="no-docker-stdio"))
 
     def spawned(self) -> None:

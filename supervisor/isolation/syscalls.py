@@ -1,4 +1,4 @@
-"""The few Linux calls Python 3.11's standard library lacks, each one ``ctypes`` call.
+"""The few Linux calls Python 3.11's standard library lacks, each one foreign call.
 
 ``seccomp(2)``, ``pidfd_getfd(2)``, ``openat2(2)`` and ``setns(2)`` have no ``os`` wrapper in
 3.11 (``os.setns`` arrives in 3.12); ``connect_raw`` is libc's ``connect`` on bytes, because
@@ -6,9 +6,11 @@
 kernel exactly the bytes and length the caller passed (an odd ``addrlen``, an ``AF_UNSPEC``
 disconnect, a family Python has no tuple form for).
 
-ctypes costs ~10 ms to import: nothing imports this module at start-up; the mediator loads it
-on its own thread (:func:`load`), and the install path in the forked child uses the handle the
-parent loaded before forking (no import, no lock, after fork).
+Through ``_ctypes`` alone, not ``ctypes``: ``ctypes`` costs ~1.2 ms to import here (it builds
+every C type class), on every ``no-docker run``; this module needs four classes of its own.
+``syscall(2)`` is variadic: every argument goes as a C long (a plain Python int would be passed
+as a 32-bit int). The forked child that installs the filter uses what the parent loaded before
+forking (:func:`load`): no import after a fork.
 
 Every function raises ``OSError`` with the call's errno; callers turn it into domain errors.
 """
@@ -27,108 +29,124 @@ CLONE_NEWNET = 0x40000000
 # openat2(2) RESOLVE_* (linux/openat2.h)
 RESOLVE_NO_XDEV, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS = 0x01, 0x02, 0x04
 RESOLVE_BENEATH, RESOLVE_IN_ROOT = 0x08, 0x10
+PR_SET_NO_NEW_PRIVS = 38
 
 _libc = None
 _nr: dict[str, int] = {}
 
 
 def load() -> None:
-    """Import ctypes and bind libc (idempotent). Call it before ``os.fork()`` when the child
-    will use these functions: importing after a fork in a threaded process can deadlock."""
+    """Bind libc's ``syscall``, ``connect`` and ``prctl`` (idempotent). Call it before
+    ``os.fork()`` when the child will use these functions."""
     global _libc, _nr
     if _libc is not None:
         return
-    import ctypes
+    import _ctypes
 
     machine = os.uname().machine
     if machine not in _NR:
         raise OSError(0, f"no syscall table for {machine}")
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    libc.connect.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
-    libc.connect.restype = ctypes.c_int
+
+    class Long(_ctypes._SimpleCData):
+        _type_ = "l"
+
+    class Int(_ctypes._SimpleCData):
+        _type_ = "i"
+
+    class Char(_ctypes._SimpleCData):
+        _type_ = "c"
+
+    class LongCall(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = Long
+
+    class IntCall(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = Int
+
+    handle = _ctypes.dlopen(None, os.RTLD_NOW)
+
+    def buffer(data: bytes) -> object:
+        """A writable C char array holding DATA (for pointers the kernel reads or fills)."""
+        array = type("CharArray", (_ctypes.Array,), {"_type_": Char, "_length_": max(1, len(data))})
+        return array.from_buffer_copy(data) if data else array()
+
     _nr = _NR[machine]
-    _libc = (ctypes, libc)
+    _libc = {"ctypes": _ctypes, "Long": Long, "buffer": buffer,
+             "syscall": LongCall(_ctypes.dlsym(handle, "syscall")),
+             "connect": IntCall(_ctypes.dlsym(handle, "connect")),
+             "prctl": IntCall(_ctypes.dlsym(handle, "prctl"))}
+
+
+def _call(function: object, *args: object) -> int:
+    c = _libc["ctypes"]  # type: ignore[index]
+    c.set_errno(0)
+    res = function(*args)  # type: ignore[operator]
+    if res < 0:
+        err = c.get_errno()
+        raise OSError(err, os.strerror(err))
+    return res
 
 
 def _syscall(name: str, *args: object) -> int:
     load()
-    ctypes, libc = _libc  # type: ignore[misc]
-    res = libc.syscall(_nr[name], *args)
-    if res < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-    return res
+    long_ = _libc["Long"]  # type: ignore[index]
+    return _call(_libc["syscall"], _nr[name], *(a if not isinstance(a, int) else long_(a) for a in args))  # type: ignore[index]
 
 
 def notif_sizes() -> tuple[int, int, int]:
     """SECCOMP_GET_NOTIF_SIZES: (sizeof seccomp_notif, _resp, seccomp_data) of this kernel."""
     load()
-    ctypes = _libc[0]  # type: ignore[index]
-    buf = ctypes.create_string_buffer(6)
-    _syscall("seccomp", ctypes.c_uint(3), ctypes.c_uint(0), buf)
-    return struct.unpack("=HHH", buf.raw)
+    buf = _libc["buffer"](bytes(6))  # type: ignore[index]
+    _syscall("seccomp", 3, 0, buf)
+    return struct.unpack("=HHH", bytes(buf))
 
 
 def install_filter(program: bytes, flags: int) -> int:
     """seccomp(SECCOMP_SET_MODE_FILTER, FLAGS, &{len, PROGRAM}); the listener fd when FLAGS
     holds SECCOMP_FILTER_FLAG_NEW_LISTENER, else 0."""
     load()
-    ctypes = _libc[0]  # type: ignore[index]
-    insns = ctypes.create_string_buffer(program, len(program))
-    fprog = struct.pack("=HxxxxxxQ", len(program) // 8, ctypes.addressof(insns))
-    buf = ctypes.create_string_buffer(fprog, len(fprog))
-    return _syscall("seccomp", ctypes.c_uint(1), ctypes.c_uint(flags), buf)
+    insns = _libc["buffer"](program)  # type: ignore[index]
+    fprog = _libc["buffer"](struct.pack("=HxxxxxxQ", len(program) // 8,  # type: ignore[index]
+                                        _libc["ctypes"].addressof(insns)))  # type: ignore[index]
+    return _syscall("seccomp", 1, flags, fprog)
 
 
 def pidfd_getfd(pidfd: int, targetfd: int) -> int:
     """A duplicate of fd TARGETFD of the process PIDFD refers to (close-on-exec; needs
     PTRACE_MODE_ATTACH_REALCREDS over it, pidfd_getfd(2))."""
-    load()
-    ctypes = _libc[0]  # type: ignore[index]
-    return _syscall("pidfd_getfd", ctypes.c_int(pidfd), ctypes.c_int(targetfd), ctypes.c_uint(0))
+    return _syscall("pidfd_getfd", pidfd, targetfd, 0)
 
 
 def openat2(dirfd: int, path: bytes, flags: int, resolve: int) -> int:
     """openat2(2) with ``struct open_how {flags, mode=0, resolve}``."""
-    load()
-    ctypes = _libc[0]  # type: ignore[index]
     how = struct.pack("=QQQ", flags, 0, resolve)
-    return _syscall("openat2", ctypes.c_int(dirfd), ctypes.c_char_p(path), ctypes.c_char_p(how),
-                    ctypes.c_size_t(len(how)))
+    return _syscall("openat2", dirfd, path, how, len(how))
 
 
 def setns(fd: int, nstype: int) -> None:
     """setns(2) for the calling thread."""
-    load()
-    ctypes = _libc[0]  # type: ignore[index]
-    _syscall("setns", ctypes.c_int(fd), ctypes.c_int(nstype))
+    _syscall("setns", fd, nstype)
 
 
 def unshare(flags: int) -> None:
     """unshare(2) (tests only: a child's fresh network namespace)."""
-    load()
-    ctypes = _libc[0]  # type: ignore[index]
-    _syscall("unshare", ctypes.c_int(flags))
+    _syscall("unshare", flags)
 
 
 def connect_raw(fd: int, address: bytes) -> int:
     """connect(2) of FD to ADDRESS exactly as given (bytes and length); 0 or the errno.
-    ctypes drops the GIL for the call, so a blocking connect stalls only this thread."""
+    The foreign call drops the GIL, so a blocking connect stalls only this thread."""
     load()
-    ctypes, libc = _libc  # type: ignore[misc]
-    if libc.connect(fd, address, len(address)) == 0:
+    c = _libc["ctypes"]  # type: ignore[index]
+    c.set_errno(0)
+    if _libc["connect"](fd, address, len(address)) == 0:  # type: ignore[index]
         return 0
-    return ctypes.get_errno()
-
-
-PR_SET_NO_NEW_PRIVS = 38
+    return c.get_errno()
 
 
 def set_no_new_privs() -> None:
     """prctl(PR_SET_NO_NEW_PRIVS, 1): required to install a filter without CAP_SYS_ADMIN."""
     load()
-    ctypes, libc = _libc  # type: ignore[misc]
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
+    long_ = _libc["Long"]  # type: ignore[index]
+    _call(_libc["prctl"], PR_SET_NO_NEW_PRIVS, long_(1), long_(0), long_(0), long_(0))  # type: ignore[index]

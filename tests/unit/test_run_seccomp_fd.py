@@ -46,11 +46,11 @@ def _start(monkeypatch, tmp_path, machine: str | None = None) -> tuple[dict, run
         seen["fds"] = {k: v for k, v in fds.items() if isinstance(v, int)}
         return ["/bin/true", "--seccomp", str(fds["seccomp_fd"]), "--", "probe"]
 
-    def spawn(argv: list[str], env: dict, pass_fds: tuple[int, ...], **_kw: object) -> tuple[int, int]:
+    def spawn(argv: list[str], env: dict, pass_fds: tuple[int, ...], **_kw: object) -> tuple[int, int, None]:
         fd = seen["fds"]["seccomp_fd"]
         seen.update(argv=argv, pass_fds=pass_fds, offset=os.lseek(fd, 0, os.SEEK_CUR),
                     data=os.pread(fd, 1 << 16, 0), inheritable=os.get_inheritable(fd))
-        return os.getpid(), os.open("/dev/null", os.O_RDONLY)  # a live pid for pidfd_open; no start
+        return os.getpid(), os.open("/dev/null", os.O_RDONLY), None  # a live pid for pidfd_open; no start
 
     monkeypatch.setattr(mediation, "spawn_filtered", spawn)
     monkeypatch.setattr(mediation, "Mediator", IdleMediator)
