@@ -14,6 +14,8 @@ hits them alike. Parts:
 ``proof``    tests/bench/bench_ending.py ``bench_pass``: proof-pass cost per process with 0, 2000
              and 8000 extra processes on the machine
 ``canary``   tests/bench/bench_canary.py: recorded requests/s with 1, 10, 50 clients, lost count
+``mediation`` tests/bench/bench_mediation.py: connect()+close() inside a run (every connect
+             mediated, P12) against outside, unix and loopback TCP; the added median
 ``scaling``  tests/bench/bench_scaling.py: ``-X importtime``, 1000 sequential runs, fd/marker/cgroup
              leaks, 8 concurrent runs on 2 CPUs
 ``publish``  tests/bench/bench_publish.py: connections/s and bulk MB/s through ``--publish``
@@ -43,7 +45,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-PARTS = ("startup", "ending", "bomb", "proof", "canary", "scaling", "publish")
+PARTS = ("startup", "ending", "bomb", "proof", "canary", "scaling", "publish", "mediation")
 PROOF_EXTRAS = (0, 2000, 8000)
 QUICK_PROOF_EXTRAS = (0, 20, 50)
 CANARY_CLIENTS = ((1, 10000), (10, 30000), (50, 30000))
@@ -173,6 +175,10 @@ def _measure(parts: tuple[str, ...], quick: bool, install: bool) -> dict:
         log("publish: connections/s and bulk MB/s through --publish, and direct")
         sizes = ["--connections", "100", "--megabytes", "16"] if quick else []
         doc["publish"] = child_json([py, str(HERE / "bench_publish.py"), *sizes], 600)
+    if "mediation" in parts:
+        log("mediation: connect()+close() inside a run (mediated) and outside, unix and loopback TCP")
+        sizes = ["--connects", "200", "--rounds", "1"] if quick else []
+        doc["mediation"] = child_json([py, str(HERE / "bench_mediation.py"), *sizes], 600)
     doc["targets"] = targets(doc)
     return doc
 
@@ -247,6 +253,12 @@ def _all_targets(doc: dict) -> list[dict]:
         us = _num(dig(part, "us_per_process", "median"))
         out.append(_check("proof", f"proof pass per process, {extra} extra processes", us, "<= 15 us",
                           us is not None and us <= 15, "us"))
+    mediation = doc.get("mediation") or {}
+    for family in ("unix", "tcp"):
+        added = (mediation.get("added_median_us") or {}).get(family)
+        if added is not None:
+            out.append(_check("mediation", f"added by the connect mediation, {family} connect", added,
+                              "<= 50 us", added <= 50, "us"))
     canary = doc.get("canary") or {}
     if canary:
         top = max(canary, key=int)
