@@ -343,10 +343,10 @@ class Run:
                 raise NotProven("isolation", NESTED_LINE) from err
             raise NotProven("P12", f"cannot set up the connect mediation: {err}",
                             "a Linux kernel with seccomp user notification (5.9+) is needed") from err
+        self.life.launched(self.pid)  # first: whatever fails next, the ending knows bwrap
         self.stdio.spawned()
         self.mediator = mediation.Mediator(listener)
         self.mediator.start()
-        self.life.launched(self.pid)
         for fd in (data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r):
             os.close(fd)
             self.fds.remove(fd)
