@@ -57,6 +57,7 @@ class Facts:
     family: int = 0
     listening: bool = False
     peer: object = None  # getpeername(); None when not connected
+    peer_is_ours: bool = False  # the peer's IP address is one of this machine's (address_is_ours)
 
 
 def peer_is_local_listener(family: int, peer: object) -> bool:
@@ -69,6 +70,24 @@ def peer_is_local_listener(family: int, peer: object) -> bool:
         host = str(peer[0])
         return host.startswith(LOOPBACK_V4) or host.startswith(LOOPBACK_V6)
     return False
+
+
+def address_is_ours(family: int, host: str) -> bool:
+    """Whether HOST is an address of this machine (of the caller's network namespace): a
+    socket can be bound to it. A TCP peer at such an address is a listener (or a client) of
+    this machine reached through a non-loopback address, e.g. the host's own eth0 address
+    with an engine on 0.0.0.0:2375 (found by the red-team review of issue 13): as local as
+    127.0.0.1. An error other than "not an address here" counts as ours (fail closed)."""
+    import errno as _errno
+
+    probe = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        probe.bind((host, 0))
+    except OSError as err:
+        return err.errno != _errno.EADDRNOTAVAIL
+    finally:
+        probe.close()
+    return True
 
 
 def plan(facts: list[Facts]) -> list[str]:
@@ -88,7 +107,7 @@ def plan(facts: list[Facts]) -> list[str]:
         if f.peer is None:
             raise NotProven("P7", f"{what} that is not connected: it could connect outside the run "
                             "(it keeps the network namespace it was made in)", REMEDY)
-        if peer_is_local_listener(f.family, f.peer):
+        if f.peer_is_ours or peer_is_local_listener(f.family, f.peer):
             raise NotProven("P7", f"{what} connected to {f.peer!r}, a listener of this machine "
                             "(perhaps an engine): relaying it would hand it to the run", REMEDY)
         actions.append(RELAY)
@@ -115,7 +134,10 @@ def stdio_facts() -> list[Facts]:
                 peer = sock.getpeername()
             except OSError:
                 peer = None
-            out.append(Facts(fd, True, (st.st_dev, st.st_ino), sock_type, sock.family, listening, peer))
+            ours = (sock.family in (socket.AF_INET, socket.AF_INET6) and isinstance(peer, tuple)
+                    and address_is_ours(sock.family, str(peer[0])))
+            out.append(Facts(fd, True, (st.st_dev, st.st_ino), sock_type, sock.family, listening, peer,
+                             ours))
         finally:
             sock.close()
     return out

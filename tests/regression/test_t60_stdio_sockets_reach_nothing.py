@@ -191,3 +191,60 @@ def test_a_socket_passed_in_from_outside_cannot_connect(tmp_path):
             proc.wait()
         given.close()
         stand_in.close()
+
+
+def own_non_loopback_addresses() -> list[tuple[int, str]]:
+    """This machine's global addresses (iproute2), to reach a local listener the long way."""
+    found = []
+    for family, flag in ((socket.AF_INET, "-4"), (socket.AF_INET6, "-6")):
+        done = subprocess.run(["ip", flag, "-o", "addr", "show", "scope", "global"], capture_output=True,
+                              text=True)
+        found += [(family, line.split()[3].split("/")[0]) for line in done.stdout.splitlines()
+                  if len(line.split()) > 3]
+    return found
+
+
+HOLD = r"""
+import os, socket, sys
+family, host, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+s = socket.create_connection((host, port), timeout=5)
+os.dup2(s.fileno(), 0); os.dup2(s.fileno(), 1); s.close()
+os.execvp(sys.argv[4], sys.argv[4:])
+"""
+
+
+@pytest.mark.parametrize("family", [socket.AF_INET, socket.AF_INET6])
+def test_stdio_connected_to_a_listener_of_this_machine_through_its_own_address_is_refused(tmp_path, family):
+    # Red-team review of issue 13: the P7 refusal of a stdio socket connected to a local
+    # listener only knew loopback addresses; through the host's own eth0 address the same
+    # listener (think: an engine on 0.0.0.0:2375) was relayed and CMD talked to it.
+    require_bwrap()
+    mine = [host for fam, host in own_non_loopback_addresses() if fam == family]
+    if not mine:
+        pytest.skip(f"this machine has no global address of family {family} to try")
+    server = socket.socket(family)
+    server.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", 0))
+    server.listen(4)
+    server.settimeout(10)
+    port = server.getsockname()[1]
+    marker = tmp_path / "cmd-ran"
+    try:
+        # The control: the same stdio, without no-docker, reaches the stand-in.
+        control = subprocess.Popen([sys.executable, "-c", HOLD, str(family), mine[0], str(port),
+                                    "sh", "-c", "printf control"], cwd=tmp_path)
+        conn, _ = server.accept()
+        assert conn.recv(16) == b"control"
+        conn.close()
+        control.wait(30)
+        run = no_docker_argv("run", "--", "sh", "-c", f"touch {marker}; printf inside")
+        isolated = subprocess.Popen([sys.executable, "-c", HOLD, str(family), mine[0], str(port), *run],
+                                    cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        conn, _ = server.accept()
+        conn.settimeout(30)
+        got = conn.recv(16)
+        conn.close()
+        _, err = isolated.communicate(timeout=60)
+        assert isolated.returncode == 125 and "P7" in err, err
+        assert got == b"" and not marker.exists(), f"the run talked to the listener: {got!r}"
+    finally:
+        server.close()

@@ -136,3 +136,18 @@ def test_relay_stops_reading_stdin_when_the_run_ends():
     threading.Thread(target=lambda: (relay.finish(5), done.set()), daemon=True).start()
     assert done.wait(5)
     outside.close()
+
+
+def test_address_is_ours_knows_loopback_and_refuses_a_stranger():
+    from no_docker.supervisor.isolation.stdio import address_is_ours
+
+    assert address_is_ours(INET, "127.0.0.1")
+    assert not address_is_ours(INET, "198.51.100.7")  # TEST-NET-2: on no interface here
+
+
+def test_a_peer_at_an_address_of_ours_is_refused_whatever_the_address():
+    # Through the host's own address, a local listener is as local as through 127.0.0.1.
+    facts = [sock(0, family=INET, peer=("192.0.2.2", 2375), peer_is_ours=True), Facts(1), Facts(2)]
+    with pytest.raises(NotProven) as info:
+        plan(facts)
+    assert info.value.prop == "P7"
