@@ -1,4 +1,4 @@
-"""Connect mediation (P12) and the AF_VSOCK rule (P13): every ``connect()`` of the run is decided
+"""Connect mediation (P12): every ``connect()`` of the run is decided
 by the supervisor, outside the run, through a seccomp user-notification filter.
 
 Why: the proof before start covers the sockets that exist then. An engine that restarts during
@@ -60,9 +60,8 @@ from . import sockdiag
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # Syscall numbers (syscall_64.tbl; asm-generic/unistd.h for aarch64).
 NR = {
-    "x86_64": {"connect": 42, "socket": 41, "socketpair": 53, "sendto": 44, "sendmsg": 46, "sendmmsg": 307},
-    "aarch64": {"connect": 203, "socket": 198, "socketpair": 199, "sendto": 206, "sendmsg": 211,
-                "sendmmsg": 269},
+    "x86_64": {"connect": 42},
+    "aarch64": {"connect": 203},
 }
 X32_SYSCALL_BIT = 0x40000000
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_USER_NOTIF = 0x7FFF0000, 0x00050000, 0x7FC00000
@@ -73,8 +72,6 @@ SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
 SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV = 1 << 5
 
-AF_VSOCK = 40
-MSG_FASTOPEN = 0x20000000
 
 
 class MediationError(Exception):
@@ -107,38 +104,6 @@ def program(arch: str) -> bytes:
     insns += [(_JEQ, 0, 1, NR[arch]["connect"]), (_RET, 0, 0, SECCOMP_RET_USER_NOTIF),
               (_RET, 0, 0, SECCOMP_RET_ALLOW)]
     return _encode(insns)
-
-
-def p13_rules(arch: str) -> list[Insn]:
-    """Rules for seccomp.program, to go right after its ABI checks (A = syscall nr); they leave
-    A = nr for the rules after them.
-
-    * ``socket``/``socketpair`` with domain AF_VSOCK -> EAFNOSUPPORT (what a kernel without
-      vsock says): vsock lives in no network namespace and reaches the hypervisor host and
-      its VMs (Docker Desktop's engine). Only the low 32 bits are compared: the kernel takes
-      an ``int`` (a high-half trick must not slip past, nor a valid call be refused).
-    * ``sendto``/``sendmsg``/``sendmmsg`` with MSG_FASTOPEN -> EOPNOTSUPP (what the kernel says
-      when client TFO is off): a TCP Fast Open send *connects* without ``connect()``
-      (tcp_sendmsg_fastopen), so an outside socket passed in could reach the host's loopback
-      engine port around the mediation. ``flags`` is a register argument (the 4th of sendto
-      and sendmmsg, the 3rd of sendmsg), so the filter can see it.
-    """
-    nr = NR[arch]
-    rules: list[Insn] = []
-    for name in ("socket", "socketpair"):
-        rules += [(_JEQ, 0, 4, nr[name]), (_LD_ABS, 0, 0, 16),
-                  (_JEQ, 0, 1, AF_VSOCK), (_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT),
-                  (_LD_ABS, 0, 0, 0)]
-    for name, arg in (("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3)):
-        rules += [(_JEQ, 0, 4, nr[name]), (_LD_ABS, 0, 0, 16 + 8 * arg),
-                  (_JSET, 0, 1, MSG_FASTOPEN), (_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EOPNOTSUPP),
-                  (_LD_ABS, 0, 0, 0)]
-    return rules
-
-
-def p13_program(arch: str) -> bytes:
-    """:func:`p13_rules` as a filter of its own (tests; or a run without seccomp.program)."""
-    return _encode(_arch_prologue(arch) + p13_rules(arch) + [(_RET, 0, 0, SECCOMP_RET_ALLOW)])
 
 
 # --- notification structs and ioctls (linux/seccomp.h) --------------------------------------
@@ -294,63 +259,7 @@ def decide(sock_family: int, address: Address, *, same_netns: bool, target: str 
     return Verdict("connect")
 
 
-_FD = struct.Struct("=i")
-
-
-def send_fds(channel: socket.socket, message: bytes, fd: int) -> None:
-    """``socket.send_fds`` for one fd, on a ``_socket`` socket (SCM_RIGHTS, unix(7))."""
-    channel.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _FD.pack(fd))])
-
-
-def recv_fds(channel: socket.socket, size: int) -> tuple[bytes, list[int]]:
-    """``socket.recv_fds`` on a ``_socket`` socket: (message, fds received)."""
-    msg, ancillary, _flags, _addr = channel.recvmsg(size, socket.CMSG_SPACE(_FD.size))
-    fds = []
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds += [_FD.unpack_from(data, i)[0] for i in range(0, len(data) - len(data) % 4, 4)]
-    return msg, fds
-
-
-# --- install (in the forked child, before execve) -------------------------------------------
-def install(channel: socket.socket, arch: str | None = None) -> None:
-    """Install the mediation filter on the calling process and hand the listener fd to the
-    supervisor over CHANNEL (one end of a socketpair), then close it here.
-
-    Call in the child between ``os.fork()`` and ``execve``: every process the child becomes or
-    starts inherits the filter, and none of them holds the listener (a process that held it
-    could answer its own connects). No-new-privs is set when we lack CAP_SYS_ADMIN, as
-    seccomp(2) requires; root keeps the ability to exec setuid bwrap builds. The parent must
-    have called ``_linux.load()`` before forking (no import after fork)."""
-    from . import syscalls as _linux
-
-    prog = program(arch or os.uname().machine)
-    if os.geteuid() != 0:
-        _linux.set_no_new_privs()
-    listener = _linux.install_filter(prog, SECCOMP_FILTER_FLAG_NEW_LISTENER
-                                     | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
-    try:
-        send_fds(channel, b"L", listener)
-    finally:
-        os.close(listener)
-
-
-def receive_listener(channel: socket.socket) -> int:
-    """The listener fd the child sent (close-on-exec); MediationError if none came."""
-    try:
-        msg, fds = recv_fds(channel, 256)
-    except OSError as err:
-        raise MediationError(f"no listener from the child: {err}") from err
-    if len(fds) != 1:
-        for fd in fds:
-            os.close(fd)
-        why = (msg.decode("utf-8", "replace") if msg and msg != b"L"
-               else "it died before installing the filter")
-        raise MediationError(f"no listener from the child ({why})")
-    os.set_inheritable(fds[0], False)
-    return fds[0]
-
-
+# --- starting bwrap under the filter ------------------------------------------------------
 def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...],
                    arch: str | None = None, stdio: tuple[int, int, int] = (0, 1, 2)
                    ) -> tuple[int, int, Keeper]:
@@ -432,17 +341,6 @@ class Keeper:
         if self._lock.locked():
             self._lock.release()
 
-
-def check_kernel() -> None:
-    """MediationError unless the kernel's notification structs are the sizes we pack."""
-    from . import syscalls as _linux
-
-    try:
-        sizes = _linux.notif_sizes()
-    except OSError as err:
-        raise MediationError(f"seccomp user notification unavailable: {err.strerror}") from err
-    if sizes[0] < NOTIF.size or sizes[1] < NOTIF_RESP.size or sizes[2] != 64:
-        raise MediationError(f"unexpected seccomp notification sizes {sizes}")
 
 
 PIDFD_THREAD = os.O_EXCL  # linux/pidfd.h
@@ -529,10 +427,9 @@ class Mediator:
     def start(self) -> None:
         self._spawn()
 
-    def set_run_netns(self, netns_fd: int, userns_fd: int | None = None) -> None:
-        """The run's network namespace (an fd of /proc/PID/ns/net of a process of the run), and
-        its user namespace (needed when the supervisor is not root)."""
-        diag = sockdiag.open_diag(netns_fd, userns_fd)
+    def set_run_netns(self, netns_fd: int) -> None:
+        """The run's network namespace (an fd of /proc/PID/ns/net of a process of the run)."""
+        diag = sockdiag.open_diag(netns_fd)
         self._diag, self._cookie = diag, diag.netns_cookie
         self._netns_known.set()
 

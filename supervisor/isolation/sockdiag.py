@@ -442,10 +442,10 @@ def _netlink_through_a_child(netns_fd: int, userns_fd: int) -> _socket.socket:
     return _socket.socket(fileno=fds[0])
 
 
-def open_diag(netns_fd: int | None = None, userns_fd: int | None = None) -> DiagSocket:
+def open_diag(netns_fd: int | None = None) -> DiagSocket:
     """A DiagSocket for the caller's network namespace, or for the one NETNS_FD refers to
-    (an fd of ``/proc/PID/ns/net``). Without CAP_SYS_ADMIN here, USERNS_FD (the namespace's
-    owning user namespace, of which we are the owner) lets a forked child join both instead.
+    (an fd of ``/proc/PID/ns/net``). Without CAP_SYS_ADMIN here, a forked child joins the
+    namespace's owning user namespace (ours when we made it, through bwrap), then the namespace.
 
     For another namespace the netlink socket must be *created* there: a dedicated thread
     joins the namespace with setns(2) (only that thread moves: the network namespace is per
@@ -488,12 +488,11 @@ def open_diag(netns_fd: int | None = None, userns_fd: int | None = None) -> Diag
         if not socks and errors and isinstance(errors[0], OSError) and errors[0].errno == 1:
             # EPERM: not root. The owner's way: a child joins the namespace's owning user
             # namespace (ours to enter when we made it, through bwrap), then the namespace.
-            owner = owning_userns(netns_fd) if userns_fd is None else userns_fd
+            owner = owning_userns(netns_fd)
             try:
                 return DiagSocket(_netlink_through_a_child(netns_fd, owner))
             finally:
-                if userns_fd is None:
-                    os.close(owner)
+                os.close(owner)
         if errors or len(socks) != 1:
             for sock in socks:
                 sock.close()

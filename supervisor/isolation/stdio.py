@@ -78,13 +78,11 @@ def address_is_ours(family: int, host: str) -> bool:
     this machine reached through a non-loopback address, e.g. the host's own eth0 address
     with an engine on 0.0.0.0:2375 (found by the red-team review of issue 13): as local as
     127.0.0.1. An error other than "not an address here" counts as ours (fail closed)."""
-    import errno as _errno
-
     probe = socket.socket(family, socket.SOCK_STREAM)
     try:
         probe.bind((host, 0))
     except OSError as err:
-        return err.errno != _errno.EADDRNOTAVAIL
+        return err.errno != errno.EADDRNOTAVAIL
     finally:
         probe.close()
     return True

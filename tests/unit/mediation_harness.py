@@ -17,7 +17,7 @@ import sys
 import time
 
 import pytest
-from no_docker.supervisor.isolation import mediation
+from no_docker.supervisor.isolation import mediation, syscall_filter
 from no_docker.supervisor.isolation import syscalls as _linux
 
 BWRAP = "/usr/bin/bwrap"
@@ -27,6 +27,32 @@ SIOCSIFFLAGS, IFF_UP_RUNNING_LOOPBACK = 0x8914, 0x1 | 0x8 | 0x40
 def _loopback_up() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("=16sH22x", b"lo", IFF_UP_RUNNING_LOOPBACK))
+
+
+def install(channel: socket.socket) -> None:
+    """In the forked child: install the mediation filter, hand the listener to the parent over
+    CHANNEL and close it here (the run never holds it). The product starts bwrap the other way
+    (mediation.spawn_filtered: a thread carries the filter); a fork suits a test child."""
+    if os.geteuid() != 0:
+        _linux.set_no_new_privs()
+    listener = _linux.install_filter(mediation.program(os.uname().machine),
+                                     mediation.SECCOMP_FILTER_FLAG_NEW_LISTENER
+                                     | mediation.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
+    try:
+        socket.send_fds(channel, [b"L"], [listener])
+    finally:
+        os.close(listener)
+
+
+def receive_listener(channel: socket.socket) -> int:
+    """The listener fd the child sent; MediationError if none came."""
+    _msg, fds, _flags, _addr = socket.recv_fds(channel, 16, 1)
+    if len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        raise mediation.MediationError("no listener from the child")
+    os.set_inheritable(fds[0], False)
+    return fds[0]
 
 
 class Child:
@@ -56,10 +82,10 @@ class Child:
                 if not bwrap:
                     _linux.unshare(_linux.CLONE_NEWNET)
                     _loopback_up()
-                if p13:
-                    _linux.install_filter(mediation.p13_program(os.uname().machine), 0)
+                if p13:  # the run's deny filter: its AF_VSOCK and MSG_FASTOPEN rules (P13)
+                    _linux.install_filter(syscall_filter.program(os.uname().machine), 0)
                 if mediate:
-                    mediation.install(child)
+                    install(child)
                 else:
                     child.send(b"-")
                 child.recv(1)  # the supervisor has the run's namespace: go
@@ -80,7 +106,7 @@ class Child:
         self.out_r, self.info_r = out_r, info_r
         try:
             if mediate:
-                self.mediator = mediation.Mediator(mediation.receive_listener(parent))
+                self.mediator = mediation.Mediator(receive_listener(parent))
                 if start:
                     self.mediator.start()
             else:

@@ -103,35 +103,6 @@ def test_collect_from_a_malformed_procfs_is_an_error(tmp_path):
         collect(proc=str(tmp_path))
 
 
-def _diag_msg(port: int, state: int = 10) -> bytes:
-    body = bytes([2, state, 0, 0]) + port.to_bytes(2, "big") + bytes(2 + 32 + 4 + 8) + bytes(20)
-    return (16 + len(body)).to_bytes(4, "little") + (20).to_bytes(2, "little") + bytes(10) + body
-
-
-def _nl(kind: int, payload: bytes = b"") -> bytes:
-    return (16 + len(payload)).to_bytes(4, "little") + kind.to_bytes(2, "little") + bytes(10) + payload
-
-
-def test_inet_diag_messages_parse_to_listening_ports():
-    from no_docker.supervisor.isolation.listing import parse_inet_diag
-
-    ports, done = parse_inet_diag(_diag_msg(2375) + _diag_msg(8080, state=1) + _diag_msg(6443) + _nl(3))
-    assert (ports, done) == ([2375, 6443], True)
-    assert parse_inet_diag(_diag_msg(1)) == ([1], False)  # more to read
-
-
-@pytest.mark.parametrize("data, message", [
-    (_nl(2, (-1).to_bytes(4, "little", signed=True)), "sock_diag: error 1"),
-    ((100).to_bytes(4, "little") + bytes(12), "malformed netlink message"),
-    (_nl(20, b"\x02\x0a"), "short inet_diag_msg"),
-])
-def test_inet_diag_errors_are_listing_errors(data, message):
-    from no_docker.supervisor.isolation.listing import parse_inet_diag
-
-    with pytest.raises(ListingError, match=message):
-        parse_inet_diag(data)
-
-
 def test_netlink_and_proc_agree_on_a_real_listener():
     import socket
 

@@ -46,7 +46,9 @@ def test_action_snippet_uses_the_actions_inputs_and_its_command_runs_isolated(tm
     # what the action runs: `bash -c "$RUN"` under no-docker run, in the working directory
     project = tmp_path / "project"
     project.mkdir()
-    (project / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    # A test that fails unless it runs in the project dir the action was given.
+    (project / "test_ok.py").write_text("import os\n\ndef test_ok():\n"
+                                        "    assert os.path.basename(os.getcwd()) == 'project'\n")
     done = subprocess.run([sys.executable, "-m", "no_docker.supervisor.cli", "run", "--", "bash", "-c",
                            step["with"]["run"]], cwd=project, capture_output=True, text=True, timeout=120,
                           env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path / "home")})
