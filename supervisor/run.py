@@ -50,7 +50,14 @@ from .isolation.plan import (
     probe_source_path,
     writable_roots,
 )
-from .isolation.policy import DOCKER_CONFIG_DIR, SENTINEL_PATH, Policy, bwrap_argv
+from .isolation.policy import (
+    DOCKER_CONFIG_DIR,
+    GATE_GO_FD,
+    GATE_REACHED_FD,
+    SENTINEL_PATH,
+    Policy,
+    bwrap_argv,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
@@ -252,6 +259,22 @@ def plan_items(policy: Policy, request: Request, listing_json: dict, started: fl
     return items
 
 
+# How long bwrap may take to build and hold the sandbox, and how often we look meanwhile (it
+# takes 2-5 ms here; a loaded machine, much more).
+
+
+def _high(fd: int) -> int:
+    """FD moved above the gate's fixed numbers (policy.GATE_GO_FD, GATE_REACHED_FD), which the
+    spawn places last: nothing passed to bwrap may sit where they go."""
+    import fcntl
+
+    if fd > GATE_REACHED_FD:
+        return fd
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, GATE_REACHED_FD + 1)
+    os.close(fd)
+    return moved
+
+
 def _memfd(name: str, data: bytes) -> int:
     fd = os.memfd_create(name, 0)  # MFD_CLOEXEC off: it must reach bwrap / the probe
     os.write(fd, data)
@@ -277,7 +300,13 @@ class Run:
         self.init_stuck = False  # bwrap did not follow CMD within the end timeout (Run.wait)
         self.frozen = False  # the run's cgroup was frozen while it ran (Run.wait)
         self._status_buf = self._report_buf = b""
-        self.release_w = -1  # the probe waits on its other end once it has reported
+        self.block_w = -1  # bwrap holds the sandbox until a byte (or EOF) arrives on its other end
+        self.go_w = -1  # the gate execs CMD only after "go" on its other end (policy.GATE_SCRIPT)
+        self.reached_r = -1  # the gate says it runs: after the release, CMD is about to start
+        self.prover_pid: int | None = None  # the forked prover (isolation/prover.py), until reaped
+        self.plan = b""
+        self.env: dict[str, str] = {}
+        self.passed_stdio: tuple[tuple[int, int], ...] = ()
         self.keeper: Keeper | None = None  # the thread that spawned bwrap (its death signal's "parent")
         self.mediator: Mediator | None = None  # P12: answers every connect() of the run
         self.sentinel: Sentinel | None = None
@@ -288,19 +317,23 @@ class Run:
         self.terminal: TerminalRelay | None = None  # P8: the run's own pty, relayed (isolation/terminal.py)
 
     # -- start ---------------------------------------------------------------------------
-    def start(self, plan: bytes) -> None:
+    def start(self, plan: bytes, env: dict[str, str]) -> None:
         from .isolation import syscall_filter as seccomp
 
-        # The syscall filter, for bwrap to apply to its init and the probe (`--seccomp FD`:
-        # read to EOF from the current offset). No filter for this arch: no run (fail closed).
+        # The syscall filter, for bwrap to apply to its init and the gate (`--seccomp FD`:
+        # read to EOF from the current offset), and the same without its user-namespace rules,
+        # carried by bwrap from its start (mediation.spawn_filtered) and so tried by the
+        # prover. No filter for this arch: no run (fail closed).
         arch = os.uname().machine
         try:
             program = seccomp.program(arch)
+            deny = seccomp.program(arch, userns=False)
         except KeyError:
             raise NotProven("P5", f"no syscall filter for {arch} (only {', '.join(seccomp.AUDIT_ARCH)})",
                             "the run would leave setuid files and io_uring open") from None
         from .isolation import mediation, stdio
 
+        self.plan, self.env = plan, env
         self.stdio = stdio.prepare()  # P7: a socket on 0-2 is relayed through a pipe, or refused
         ttys = [fd for fd in (0, 1, 2) if os.isatty(fd)]  # nothing more when none is a terminal
         if ttys:
@@ -309,30 +342,37 @@ class Run:
             # P8: the run gets a pty of its own where stdio was a tty (on top of P7's fds: a
             # terminal is never a socket, so the two never claim the same fd)
             self.terminal = open_relay(ttys, self.stdio.fds)
+        given = self.terminal.fds if self.terminal is not None else self.stdio.fds
+        self.passed_stdio = tuple((st.st_dev, st.st_ino) for st in map(os.fstat, given))
         self.sentinel = Sentinel(self.life.directory)
-        data_fd = _memfd("no-docker-plan", plan)  # bwrap copies it to PLAN_PATH (for `check`)
-        plan_fd = os.dup(data_fd)  # the probe preads its own copy; bwrap closes data_fd
-        seccomp_fd = _memfd("no-docker-seccomp", program)  # bwrap closes it before the fork
-        report_r, report_w = os.pipe()
+        # Every fd for bwrap above the gate's fixed numbers (3, 4), which are placed last.
+        data_fd = _high(_memfd("no-docker-plan", plan))  # bwrap copies it to PLAN_PATH (for `check`)
+        seccomp_fd = _high(_memfd("no-docker-seccomp", program))  # bwrap closes it before the fork
         status_r, status_w = os.pipe()
-        release_r, self.release_w = os.pipe()
-        self.fds = [data_fd, plan_fd, seccomp_fd, report_r, report_w, status_r, status_w, release_r]
-        os.set_blocking(report_r, False)
+        block_r, self.block_w = os.pipe()
+        go_r, self.go_w = os.pipe()
+        self.reached_r, reached_w = os.pipe()
+        status_w, block_r, go_r, reached_w = map(_high, (status_w, block_r, go_r, reached_w))
+        self.fds = [data_fd, seccomp_fd, status_r, status_w, block_r, go_r, reached_w]
         os.set_blocking(status_r, False)
-        argv = self.argv_for(data_fd=data_fd, plan_fd=plan_fd, report_fd=report_w, status_fd=status_w,
-                             seccomp_fd=seccomp_fd, sentinel=self.sentinel.path, release_fd=release_r)
-        self.report_r, self.status_r = report_r, status_r
+        os.set_blocking(self.reached_r, False)
+        argv = self.argv_for(data_fd=data_fd, status_fd=status_w, seccomp_fd=seccomp_fd, block_fd=block_r,
+                             sentinel=self.sentinel.path, terminal=self.terminal is not None)
+        self.block_fd, self.seccomp_fd = block_r, seccomp_fd  # their numbers in the held sandbox
+        self.status_r = status_r
+        self.bwrap_path = argv[0]
+        self.fds.append(self.reached_r)
         if not os.access(argv[0], os.X_OK):
             raise NotProven("isolation", f"cannot start {argv[0]}: not an executable file",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP")
         try:
             with self.life.cgroup_entered():  # bwrap, and all it forks, is born in the run's cgroup
                 # P12: bwrap and everything it starts carry the connect filter, whose listener
-                # only this process holds (mediation.spawn_filtered).
+                # only this process holds (mediation.spawn_filtered), and the deny filter.
                 self.pid, listener, self.keeper = mediation.spawn_filtered(
-                    argv, dict(os.environ),
-                    pass_fds=(data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r),
-                    stdio=self.terminal.fds if self.terminal is not None else self.stdio.fds)
+                    argv, env, pass_fds=(data_fd, seccomp_fd, status_w, block_r),
+                    stdio=given, deny_filter=deny, new_session=True,
+                    fixed_fds=((go_r, GATE_GO_FD), (reached_w, GATE_REACHED_FD)))
         except OSError as err:
             raise NotProven("isolation", f"cannot start {argv[0]}: {err.strerror}",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP") from err
@@ -347,10 +387,42 @@ class Run:
         self.stdio.spawned()
         self.mediator = mediation.Mediator(listener)
         self.mediator.start()
-        for fd in (data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r):
+        for fd in (data_fd, seccomp_fd, status_w, block_r, go_r, reached_w):
             os.close(fd)
             self.fds.remove(fd)
         self.bwrap_pidfd = os.pidfd_open(self.pid)
+
+    def _start_prover(self) -> None:
+        """Fork the prover from the thread that carries the run's filters, as soon as bwrap has
+        named its sandbox process: the prover waits for it to be held (prover.await_held) while
+        bwrap builds the sandbox. Its verdict comes on report_r."""
+        from .isolation import probe, prover
+
+        assert self.keeper is not None and self.init_pid is not None
+        plan = probe.decode_plan(self.plan)
+        try:
+            with open(f"/proc/{self.init_pid}/stat") as f:
+                session = prover.session_problem(f.read(), os.getsid(0))
+        except OSError as err:
+            session = f"cannot read the sandbox's session: {err}"
+        held = probe.Held(frozenset({self.block_fd, self.seccomp_fd, GATE_GO_FD, GATE_REACHED_FD}), self.passed_stdio,
+                          session)
+        verdict_r, verdict_w = os.pipe()
+        init = self.init_pid
+
+        block_fd = self.block_fd
+
+        def child() -> None:
+            os.close(verdict_r)
+            prover.prove(init, plan, held, verdict_w, block_fd)
+
+        try:
+            self.prover_pid = self.keeper.fork(child)
+        finally:
+            os.close(verdict_w)
+        os.set_blocking(verdict_r, False)
+        self.report_r = verdict_r
+        self.fds.append(verdict_r)
 
     def _on_status(self) -> None:
         self._status_buf += _drain(self.status_r)
@@ -406,28 +478,58 @@ class Run:
                 return
 
     def _on_report(self) -> None:
+        if self.report_r < 0:
+            return
         self._report_buf += _drain(self.report_r)
         if b"\n" in self._report_buf and self.report_line is None:
             self.report_line = self._report_buf.split(b"\n", 1)[0].decode("utf-8", "replace")
             if self.network is not None:
                 self.network.mark()
-            self._release(self.report_line.startswith("ok "))
+            proven = self.report_line.startswith("ok ")
+            if not proven:
+                print(f"no-docker: {self.report_line[5:]}", file=sys.stderr)
+            elif not self.quiet:
+                fields = self.report_line.split(" ")
+                print(f"no-docker: isolation proven in {float(fields[1]):.0f} ms ({len(fields) - 3} "
+                      "properties)", file=sys.stderr)
+            self._release(proven)
+
+    def _refuse(self, message: str) -> None:
+        """Not proven, said by the supervisor itself (the prover never got to say anything)."""
+        if self.report_line is None:
+            self.report_line = f"fail {message}"
+            print(f"no-docker: {message}", file=sys.stderr)
 
     def _release(self, proven: bool) -> None:
-        """Let the probe go on to exec CMD (or, when not proven, just close: it exits)."""
-        if self.release_w < 0:
+        """Let bwrap and the gate go on to exec CMD; when not proven, close both: bwrap goes on
+        to the gate, which reads EOF and exits 125 (the ending kills it first anyway)."""
+        if self.block_w < 0:
             return
+        self._reap_prover()
         if proven and self.mediator is not None:
             self.mediator.end_proof()  # refusals from here on are the command's
         if proven and self.terminal is not None:
             self.terminal.take_input()  # the caller's keys are the command's from now on (raw mode)
         try:
             if proven:
-                os.write(self.release_w, b"g")
+                os.write(self.go_w, b"go\n")
+                os.write(self.block_w, b"g")
         except OSError:
             pass
-        os.close(self.release_w)
-        self.release_w = -1
+        for fd in (self.go_w, self.block_w):
+            os.close(fd)
+        self.go_w = self.block_w = -1
+
+    def _reap_prover(self) -> None:
+        """The prover has written its verdict and exits; nothing of it may outlive the proof."""
+        if self.prover_pid is None:
+            return
+        pid, self.prover_pid = self.prover_pid, None
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
 
     # -- wait ----------------------------------------------------------------------------
     def wait(self, wakeup_r: int, pending: list[int]) -> int | None:
@@ -437,7 +539,7 @@ class Run:
         ``frozen`` set, when the run's cgroup was frozen."""
         assert self.pid is not None and self.bwrap_pidfd is not None
         poller = select.poll()
-        for fd in (self.bwrap_pidfd, wakeup_r, self.report_r, self.status_r):
+        for fd in (self.bwrap_pidfd, wakeup_r, self.status_r, self.reached_r):
             poller.register(fd, select.POLLIN)
         if self.mediator is not None:
             poller.register(self.mediator.failed_r, select.POLLIN)
@@ -452,6 +554,9 @@ class Run:
         while True:
             if pending or self.mediation_failure:
                 return None  # the ending releases bwrap first (RunLifecycle.end)
+            if self.report_r < 0 and self.init_pid is not None and self.report_line is None:
+                self._start_prover()
+                poller.register(self.report_r, select.POLLIN)
             if cmd_gone is None:
                 events = dict(poller.poll())
             else:
@@ -480,12 +585,21 @@ class Run:
                 self._on_status()
                 if events[self.status_r] & select.POLLHUP and not events[self.status_r] & select.POLLIN:
                     poller.unregister(self.status_r)
-            if self.report_r in events:
+            if self.report_r >= 0 and self.report_r in events:
                 self._on_report()
                 if events[self.report_r] & select.POLLHUP and not events[self.report_r] & select.POLLIN:
                     poller.unregister(self.report_r)
-                if cmd_fd is None and (self.report_line or "").startswith("ok "):
-                    cmd_fd = self.life.watch_command()  # the probe, about to become CMD
+            if self.reached_r in events:
+                poller.unregister(self.reached_r)
+                _drain(self.reached_r)
+                if not (self.report_line or "").startswith("ok "):
+                    # The gate runs, and the sandbox was never released: bwrap did not hold it.
+                    self._refuse("P1 not proven: the command's gate started before the proof: "
+                                 f"{self.bwrap_path} did not hold the sandbox (--block-fd); is it a working "
+                                 "bubblewrap?")
+                    return None
+                if cmd_fd is None:
+                    cmd_fd = self.life.watch_command()  # the gate, about to become CMD
                     if cmd_fd is not None:
                         self.fds.append(cmd_fd)
                         poller.register(cmd_fd, select.POLLIN)
@@ -804,11 +918,11 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         listing_json = listing.to_json()
         plan = encode_plan(plan_items(policy, request, listing_json, started))
 
-        def argv_for(*, data_fd: int, plan_fd: int, report_fd: int, status_fd: int, seccomp_fd: int,
-                     sentinel: str | None = None, release_fd: int | None = None) -> list[str]:
-            return bwrap_argv(policy, list(request.command), bwrap=bwrap, data_fd=data_fd, plan_fd=plan_fd,
-                              report_fd=report_fd, status_fd=status_fd, seccomp_fd=seccomp_fd,
-                              sentinel=sentinel, release_fd=release_fd)
+        def argv_for(*, data_fd: int, block_fd: int, status_fd: int, seccomp_fd: int,
+                     sentinel: str | None = None, terminal: bool = False) -> list[str]:
+            return bwrap_argv(policy, list(request.command), bwrap=bwrap, data_fd=data_fd, block_fd=block_fd,
+                              status_fd=status_fd, seccomp_fd=seccomp_fd, sentinel=sentinel,
+                              terminal=terminal)
 
         run = Run(argv_for, request.quiet, life)
         if request.publish and not pending:
@@ -819,7 +933,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         code: int | None = None
         try:
             if not pending:  # a signal before the sandbox exists: nothing is started
-                run.start(plan)
+                run.start(plan, dict(policy.env))
                 code = run.wait(signals.wakeup_r, pending)
         finally:
             ending = run.end()

@@ -56,6 +56,10 @@ import time
 from ..record import Factory, record
 from . import sockdiag
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # collections.abc is not imported on the run path
+    from collections.abc import Callable
+
 # --- the filter -----------------------------------------------------------------------------
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # Syscall numbers (syscall_64.tbl; asm-generic/unistd.h for aarch64).
@@ -261,8 +265,9 @@ def decide(sock_family: int, address: Address, *, same_netns: bool, target: str 
 
 # --- starting bwrap under the filter ------------------------------------------------------
 def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...],
-                   arch: str | None = None, stdio: tuple[int, int, int] = (0, 1, 2)
-                   ) -> tuple[int, int, Keeper]:
+                   arch: str | None = None, stdio: tuple[int, int, int] = (0, 1, 2), *,
+                   deny_filter: bytes | None = None, fixed_fds: tuple[tuple[int, int], ...] = (),
+                   new_session: bool = False) -> tuple[int, int, Keeper]:
     """Start ARGV (bwrap) under the mediation filter: (its pid, the listener fd, the keeper of
     the thread that spawned it).
 
@@ -274,7 +279,14 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
     ``fork`` of the whole supervisor, which the first version did. The child gets STDIO as
     0, 1, 2 (P7: the stdio relay's pipes, isolation/stdio.py), PASS_FDS, and no other fd
     (as ``run.spawn`` does), default SIGPIPE/SIGXFSZ. MediationError when the filter cannot be
-    installed; OSError when bwrap cannot be started."""
+    installed; OSError when bwrap cannot be started.
+
+    DENY_FILTER, when given, is installed on the same thread first (the run's syscall filter
+    without its user-namespace rules, ``syscall_filter.program(userns=False)``): bwrap and
+    everything it starts carry it from the first instruction, and so does the prover that
+    :meth:`Keeper.fork` starts from this thread, which tries it. FIXED_FDS are (source, target)
+    pairs placed after the stdio ones (the gate's pipes at the numbers its script names);
+    NEW_SESSION starts bwrap in a session of its own, without a controlling terminal (P8)."""
     from . import syscalls as _linux
 
     _linux.load()
@@ -292,6 +304,7 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
                     actions.append((os.POSIX_SPAWN_CLOSE, fd))
             except OSError:
                 continue  # the descriptor listdir used, closed by now
+    actions += [(os.POSIX_SPAWN_DUP2, source, target) for source, target in fixed_fds]
     no_new_privs = os.geteuid() != 0
     done = _thread.allocate_lock()
     done.acquire()
@@ -303,10 +316,12 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
             if no_new_privs:
                 _linux.set_no_new_privs()
             try:
+                if deny_filter is not None:
+                    _linux.install_filter(deny_filter, 0)
                 result["listener"] = _linux.install_filter(prog, flags)
             except OSError as err:
                 raise MediationError(f"{argv[0]}: {err}") from err
-            result["pid"] = os.posix_spawn(argv[0], argv, env, file_actions=actions,
+            result["pid"] = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=new_session,
                                            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
         except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
             result["error"] = err
@@ -315,7 +330,8 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
             done.release()
         # bwrap's --die-with-parent is PR_SET_PDEATHSIG, whose "parent" is the *thread* that
         # created it (prctl(2)): this thread stays until the run is over (Keeper.release).
-        keeper.hold()
+        # Meanwhile it forks what must carry the run's filters (Keeper.fork: the prover).
+        keeper.serve()
 
     _thread.start_new_thread(spawn, ())
     done.acquire()
@@ -328,19 +344,59 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
 
 class Keeper:
     """Holds the thread that spawned bwrap until :meth:`release` (the run is over): bwrap's
-    death signal (``--die-with-parent``) fires when that thread ends, not the process."""
+    death signal (``--die-with-parent``) fires when that thread ends, not the process.
+
+    That thread carries the run's filters (the connect mediation's and the deny filter):
+    :meth:`fork` has it fork a child that inherits exactly those filter objects (a child gets
+    the filters of the thread that forks it, seccomp(2)), so the prover tries the very filters
+    the run has, not a copy."""
 
     def __init__(self) -> None:
         self._lock = _thread.allocate_lock()
         self._lock.acquire()
+        self._request: Callable[[], None] | None = None
+        self._answer: dict[str, object] = {}
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
 
-    def hold(self) -> None:
-        self._lock.acquire()
+    def serve(self) -> None:
+        """The spawning thread's life after the spawn: fork on request, until released."""
+        while True:
+            self._lock.acquire()
+            child = self._request
+            if child is None:
+                return  # released: the run is over
+            self._request = None
+            try:
+                pid = os.fork()
+            except OSError as err:
+                self._answer = {"error": err}
+            else:
+                if pid == 0:  # pragma: no cover - the child: runs CHILD, never returns
+                    code = 70
+                    try:
+                        child()
+                        code = 0
+                    finally:
+                        os._exit(code)
+                self._answer = {"pid": pid}
+            self._done.release()
+
+    def fork(self, child: Callable[[], None]) -> int:
+        """Fork from the spawning thread; the child runs CHILD and exits (0, or 70 when it
+        raised). The child's pid; OSError when the fork failed."""
+        self._request = child
+        self._lock.release()
+        self._done.acquire()
+        answer, self._answer = self._answer, {}
+        if "error" in answer:
+            raise answer["error"]  # type: ignore[misc]
+        return answer["pid"]  # type: ignore[return-value]
 
     def release(self) -> None:
         if self._lock.locked():
+            self._request = None
             self._lock.release()
-
 
 
 PIDFD_THREAD = os.O_EXCL  # linux/pidfd.h

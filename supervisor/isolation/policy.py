@@ -144,10 +144,12 @@ FLAG_PROPERTIES: dict[str, tuple[str, ...]] = {
     "--symlink": (),
     "--dir": ("P6",),
     "--perms": ("P6",),
+    "--block-fd": ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13"),
 }
 # P7 (only fds 0-2 cross) is not a bwrap flag: the supervisor starts bwrap with close_fds and
-# passes exactly the plan and report fds, which the probe closes before exec (see probe.py);
-# P11 follows from P6 and from the probe being the first process in the sandbox.
+# passes exactly the plan, filter, status and block fds, which bwrap closes before the gate, and
+# the gate's two pipes, which it closes itself before it checks that only 0-2 are left;
+# P11 follows from P6 and from the gate being the first process started in the sandbox.
 
 
 # No user namespace can be made inside a run (P9). Unmapped, a nested one held every capability
@@ -204,27 +206,62 @@ def _strictly_under(path: str, root: str) -> bool:
     return path != root and (root == "/" or path.startswith(root.rstrip("/") + "/"))
 
 
+# The gate: what bwrap runs once the supervisor releases the sandbox it holds (--block-fd),
+# with CMD as its arguments: the shell that every system has (dash: ~1 ms), no second Python.
+# It tells the supervisor it was reached (fd 4): before the release that means bwrap did not
+# hold the sandbox (a fake or weakened NO_DOCKER_BWRAP), and the run is refused. It then waits
+# for the supervisor's verdict (fd 3): only "go" execs CMD; anything else, EOF included (the
+# supervisor refused, or is gone), exits 125 with CMD never started. Last, in the run's own
+# view, it proves that no descriptor but 0-2 crosses into CMD (P7): the ones bwrap held while
+# the prover looked were closed on the way (bwrap's /proc, --block-fd, --seccomp), and one left
+# open here is refused. (`[ -e ]` after the glob: the directory's own descriptor is gone.)
+GATE_GO_FD, GATE_REACHED_FD = 3, 4
+GATE_FD_CHECK = (
+    'for f in /proc/$$/fd/*; do\n'
+    '  case ${f##*/} in 0|1|2) ;; *) if [ -e "$f" ]; then\n'
+    '    echo "no-docker: P7 not proven: fd ${f##*/} crossed into the run" >&2; exit 125; fi;; esac\n'
+    'done\n'
+)
+GATE_SCRIPT = (
+    'printf x >&4 || exit 125\n'
+    'exec 4>&-\n'
+    'IFS= read -r go <&3 || go=\n'
+    'exec 3<&-\n'
+    '[ "$go" = go ] || exit 125\n'
+    + GATE_FD_CHECK +
+    'command -v "$1" >/dev/null || { echo "no-docker: $1: command not found" >&2; exit 127; }\n'
+    'case $1 in */*) [ -x "$1" ] && [ ! -d "$1" ] || {\n'
+    '  echo "no-docker: $1: cannot execute: Permission denied" >&2; exit 126; };; esac\n'
+    'exec "$@"\n'
+)
+GATE_SHELL = "/bin/sh"
+# With a terminal, the command's session takes the run's pty as its controlling terminal
+# (Ctrl-C typed outside reaches it through the pty): util-linux setsid(1) --ctty.
+GATE_SETSID = ("/usr/bin/setsid", "--ctty")
+
+
 def bwrap_argv(
     policy: Policy,
     command: list[str],
     *,
     bwrap: str = "bwrap",
     data_fd: int,
-    plan_fd: int,
-    report_fd: int,
+    block_fd: int,
     status_fd: int | None = None,
     seccomp_fd: int | None = None,
     sentinel: str | None = None,
-    release_fd: int | None = None,
+    terminal: bool = False,
 ) -> list[str]:
-    """The complete argv: bwrap, its flags, then the probe, then ``--`` and COMMAND.
+    """The complete argv: bwrap, its flags, then the gate and COMMAND (``GATE_SCRIPT``).
 
-    DATA_FD is the plan for bwrap to copy to PLAN_PATH (``no-docker check`` reads it there);
-    PLAN_FD is the probe's own copy of it; REPORT_FD is where the probe says "ok"/"fail".
+    DATA_FD is the plan for bwrap to copy to PLAN_PATH (``no-docker check`` reads it there).
+    BLOCK_FD: bwrap holds the finished sandbox before it starts anything in it, until a byte
+    (or EOF) arrives there; meanwhile the supervisor's prover proves it (isolation/prover.py).
     SECCOMP_FD, when given, holds ``seccomp.program(arch)``: bwrap applies it to its init and to
-    the probe, and so to CMD (``no-docker run`` always gives it; the probe proves it is there).
-    SENTINEL, when given, is a listening socket of the supervisor, shown at SENTINEL_PATH: the
-    probe proves P12 by a connect to it that the mediation must refuse.
+    the gate, and so to CMD, on top of the filters the run carries from its start
+    (mediation.spawn_filtered). SENTINEL, when given, is a listening socket of the
+    supervisor, shown at SENTINEL_PATH: the prover proves P12 by a connect to it that the
+    mediation must refuse. TERMINAL: stdio is the run's pty, to become CMD's controlling tty.
     """
     if not command:
         raise ValueError("bwrap_argv: empty command")
@@ -241,7 +278,7 @@ def bwrap_argv(
             argv += ["--ro-bind" if kind == "ro" else "--bind", path, path]
         if kind == "tmpfs" and path == "/run":
             # The run's own files, right after the fresh /run: the plan (the outside listing,
-            # for the probe and `check`) and an empty read-only DOCKER_CONFIG (P6).
+            # for `check`) and an empty read-only DOCKER_CONFIG (P6).
             argv += ["--ro-bind-data", str(data_fd), PLAN_PATH]
             argv += ["--perms", "0555", "--dir", DOCKER_CONFIG_DIR]
             if sentinel is not None:
@@ -257,6 +294,8 @@ def bwrap_argv(
     #                 --unshare-uts --unshare-cgroup-try (bwrap(1)).
     argv += ["--unshare-all"]
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    # The environment is also bwrap's own (run.py spawns it with policy.env): the prover reads
+    # it from /proc/PID/environ of the held sandbox, which shows what bwrap was started with.
     argv += ["--clearenv"]
     for name, value in policy.env:
         argv += ["--setenv", name, value]
@@ -264,12 +303,7 @@ def bwrap_argv(
         argv += ["--json-status-fd", str(status_fd)]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
-    # The probe runs from its real path (bound read-only with the toolchain): a fake bwrap that
-    # just execs its command then runs the real probe on the host, which refuses at P1.
-    argv += ["--", policy.probe_python, "-I", "-S", policy.probe_source, "--plan-fd", str(plan_fd),
-             "--report-fd", str(report_fd)]
-    if release_fd is not None:
-        # The probe waits on it after its verdict, until the supervisor has taken the verdict.
-        argv += ["--release-fd", str(release_fd)]
-    argv += ["--", *command]
+    argv += ["--block-fd", str(block_fd)]
+    script = GATE_SCRIPT.replace('exec "$@"', f'exec {" ".join(GATE_SETSID)} "$@"') if terminal else GATE_SCRIPT
+    argv += ["--", GATE_SHELL, "-c", script, "no-docker-gate", *command]
     return argv

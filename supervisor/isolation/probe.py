@@ -209,6 +209,18 @@ def try_nested_userns(arch: str) -> str | None:
     return None
 
 
+def try_signal_outside(pid: int) -> str | None:
+    """P10 from a process of the run's pid namespace: None when PID (outside) cannot be
+    signalled from here, else "P10 what happened"."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return None
+    if os.path.exists(f"/proc/{pid}"):
+        return None  # a process of the run that happens to have that number
+    return f"P10 pid {pid} outside the run answers signals"
+
+
 AF_VSOCK = 40  # linux/socket.h; spelled out: not every Python build names it
 PROPERTIES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13")
 # Refusals of connect() that mean "not reachable" (anything else, e.g. a timeout, is suspect).
@@ -514,16 +526,42 @@ def errname(code: int | None) -> str:
 
 # --- the properties -----------------------------------------------------------------------
 
+class Held:
+    """What the prover knows of the sandbox bwrap holds (``no-docker run``, prover.py): the
+    held process is pid 1 of the run's pid namespace, and the prover, which joined the run's
+    namespaces and root with CMD's credentials, reads its state there (/proc/1/...) where the
+    in-run ``check`` reads its own (/proc/self/...).
+
+    ``fds``: the descriptors the held process may hold without O_CLOEXEC besides 0-2 (the ones
+    the supervisor passed and bwrap or the gate close before CMD: --block-fd, --seccomp, the
+    gate's pipes); ``stdio``: (st_dev, st_ino) of what the supervisor passed as 0, 1, 2;
+    ``session``: what the prover saw of the held process's session from outside (None: a
+    session of its own, without the caller's terminal; else what is wrong)."""
+
+    def __init__(self, fds: frozenset[int], stdio: tuple[tuple[int, int], ...], session: str | None) -> None:
+        self.fds = fds
+        self.stdio = stdio
+        self.session = session
+
+
+O_PATH = 0o10000000
+O_CLOEXEC_FLAG = 0o2000000  # as fdinfo's octal "flags:" shows it
+
+
 class Probe:
-    """All checks over one plan. ``gate`` is the pre-exec mode (stricter: the probe must be
-    alone in the sandbox); ``check`` mode runs inside a live run, next to its processes."""
+    """All checks over one plan. ``gate`` is the pre-exec mode (stricter: the run must be
+    alone in the sandbox); ``check`` mode runs inside a live run, next to its processes.
+    ``held``: the gate as the prover runs it, on the sandbox bwrap holds (see Held)."""
 
     def __init__(self, plan: dict[str, list[str]], *, gate: bool, report_fd: int | None = None,
-                 release_fd: int | None = None) -> None:
+                 release_fd: int | None = None, held: Held | None = None) -> None:
         self.plan = plan
-        self.gate = gate
+        self.gate = gate or held is not None
+        self.held = held
+        self.proc = "/proc/1" if held is not None else "/proc/self"
         self.report_fd = report_fd
         self.release_fd = release_fd
+        self._environ: dict[str, str] | None = None
         self.proven: list[str] = []
         self._mounts: list[tuple[str, bool, str, str]] | None = None
         self._status: dict[str, str] | None = None
@@ -535,21 +573,34 @@ class Probe:
     def mounts(self) -> list[tuple[str, bool, str, str]]:
         if self._mounts is None:
             try:
-                self._mounts = parse_mountinfo(read_text("/proc/self/mountinfo"))
+                self._mounts = parse_mountinfo(read_text(f"{self.proc}/mountinfo"))
             except (OSError, ValueError) as err:
-                raise NotProven("P4", f"cannot read /proc/self/mountinfo: {err}") from err
+                raise NotProven("P4", f"cannot read {self.proc}/mountinfo: {err}") from err
         return self._mounts
 
     def status(self) -> dict[str, str]:
         if self._status is None:
-            self._status = status_fields(read_text("/proc/self/status"))
+            self._status = status_fields(read_text(f"{self.proc}/status"))
         return self._status
+
+    def environ(self) -> dict[str, str]:
+        """The run's environment: the held process's (what bwrap was started with, and passes
+        on), or this process's own (``check``)."""
+        if self.held is None:
+            return dict(os.environ)
+        if self._environ is None:
+            try:
+                raw = read_text(f"{self.proc}/environ")
+            except OSError as err:
+                raise NotProven("P6", f"cannot read {self.proc}/environ: {err}") from err
+            self._environ = dict(item.partition("=")[::2] for item in raw.split("\0") if item)
+        return self._environ
 
     def ns(self, name: str) -> str:
         try:
-            return os.readlink(f"/proc/self/ns/{name}")
+            return os.readlink(f"{self.proc}/ns/{name}")
         except OSError as err:
-            raise NotProven("P1", f"cannot read /proc/self/ns/{name}: {err}") from err
+            raise NotProven("P1", f"cannot read {self.proc}/ns/{name}: {err}") from err
 
     def _differs(self, prop: str, name: str) -> None:
         inside = self.ns(name)
@@ -599,7 +650,7 @@ class Probe:
             raise NotProven("P5", f"no syscall filter on the sandbox's init, pid 1 (Seccomp: {mode}; "
                             "bwrap needs --seccomp)")
         leak: str | None = None
-        places = ("/tmp", os.environ.get("HOME", "/tmp"), one(self.plan, "work", "/tmp"))
+        places = ("/tmp", self.environ().get("HOME", "/tmp"), one(self.plan, "work", "/tmp"))
         for directory in dict.fromkeys(places):
             try:
                 leak = try_setid_modes(directory)
@@ -680,7 +731,8 @@ class Probe:
         # the work dir, where the previous run could have left a `sudo` of its own (measured:
         # it ran, before the syscall filter existed; red-team review).
         writable = [w for w in self.plan.get("writable", []) if w.startswith("/")]
-        for directory in os.environ.get("PATH", "/usr/bin:/bin").split(":"):
+        environ = self.environ()
+        for directory in environ.get("PATH", "/usr/bin:/bin").split(":"):
             if not directory.startswith("/") or any(
                     directory == w or directory.startswith(w.rstrip("/") + "/") for w in writable):
                 continue
@@ -688,7 +740,7 @@ class Probe:
             if os.access(candidate, os.X_OK):
                 try:
                     self.sudo_pid = os.posix_spawn(
-                        candidate, [candidate, "-n", "true"], dict(os.environ),
+                        candidate, [candidate, "-n", "true"], environ,
                         file_actions=[(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
                                       (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
                                       (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)])
@@ -706,12 +758,13 @@ class Probe:
 
     # P6: environment allowlist
     def p6(self) -> None:
-        for name in os.environ:
+        environ = self.environ()
+        for name in environ:
             if name in DENIED_NAMES or (name.startswith(DENIED_PREFIXES) and name != "DOCKER_CONFIG"):
                 raise NotProven("P6", f"${name} is set inside the run")
         if not self.gate:
             return  # a run's commands may change HOME or DOCKER_CONFIG for their own children
-        config = os.environ.get("DOCKER_CONFIG", "")
+        config = environ.get("DOCKER_CONFIG", "")
         if config != one(self.plan, "docker_config") or not config:
             raise NotProven("P6", f"DOCKER_CONFIG is {config!r}, not the run's empty directory")
         try:
@@ -720,8 +773,8 @@ class Probe:
             raise NotProven("P6", f"DOCKER_CONFIG {config}: {err}") from err
         if entries:
             raise NotProven("P6", f"DOCKER_CONFIG {config} is not empty: {sorted(entries)[:3]}")
-        if os.environ.get("HOME") != one(self.plan, "home"):
-            raise NotProven("P6", f"HOME is {os.environ.get('HOME')!r}, not the run's empty home")
+        if environ.get("HOME") != one(self.plan, "home"):
+            raise NotProven("P6", f"HOME is {environ.get('HOME')!r}, not the run's empty home")
 
     def own_netns_cookie(self) -> int | None:
         if self._netns_cookie is None:
@@ -735,6 +788,9 @@ class Probe:
     # P7: no fd but 0, 1, 2; none of them a socket of another network namespace, nor connected
     # to a named listener
     def p7(self, allowed: tuple[int, ...] = ()) -> None:
+        if self.held is not None:
+            self.p7_held(self.held)
+            return
         for name in os.listdir("/proc/self/fd"):
             fd = int(name)
             if fd in (0, 1, 2) or fd in allowed:
@@ -777,9 +833,41 @@ class Probe:
             if named:
                 raise NotProven("P7", f"fd {fd} is a socket connected to {peer!r} outside the run")
 
+    def p7_held(self, held: Held) -> None:
+        """P7 on the held sandbox: every descriptor that would cross an exec is 0-2 or one that
+        is closed before CMD (``Held.fds``; bwrap's own O_PATH /proc, which it closes before
+        exec); 0-2 are what the supervisor passed (never a socket: one is relayed through a
+        pipe). The gate proves again, right before CMD, that only 0-2 are left."""
+        fds = f"{self.proc}/fd"
+        for name in os.listdir(fds):
+            fd = int(name)
+            if fd in (0, 1, 2) or fd in held.fds:
+                continue
+            try:
+                flags = int(status_fields(read_text(f"{self.proc}/fdinfo/{fd}")).get("flags", "0"), 8)
+                target = os.readlink(f"{fds}/{fd}")
+            except (OSError, ValueError):
+                continue  # closed meanwhile
+            if flags & O_CLOEXEC_FLAG or (flags & O_PATH and target == "/proc"):
+                continue
+            raise NotProven("P7", f"fd {fd} ({target}) crossed into the run")
+        for fd, expected in zip((0, 1, 2), held.stdio, strict=True):
+            try:
+                st = os.stat(f"{fds}/{fd}")
+            except OSError as err:
+                raise NotProven("P7", f"fd {fd} of the run cannot be read: {err}") from err
+            if stat.S_ISSOCK(st.st_mode):
+                raise NotProven("P7", f"fd {fd} is a socket of another network namespace: it can "
+                                "connect or send outside the run")
+            if (st.st_dev, st.st_ino) != expected:
+                raise NotProven("P7", f"fd {fd} of the run is not what no-docker gave it")
+
     # P8: new session; the only terminal the run holds is its own (the pty no-docker relays,
     # made the controlling terminal of the command's session here); no other terminal visible
     def p8(self) -> None:
+        if self.held is not None:
+            self.p8_held(self.held)
+            return
         sid = os.getsid(0)
         if sid <= 0 or not os.path.exists(f"/proc/{sid}"):
             raise NotProven("P8", f"session {sid} is not a process of the run (no --new-session)")
@@ -815,6 +903,26 @@ class Probe:
                     os.tcgetpgrp(fd)
                 except OSError:
                     raise NotProven("P8", f"fd {fd} is a terminal other than the run's own") from None
+
+    def p8_held(self, held: Held) -> None:
+        """P8 on the held sandbox: its session is not the caller's and has no controlling
+        terminal (bwrap was started in a session of its own; the gate makes the run's pty the
+        command's, where there is one); no terminal of another session is visible."""
+        if held.session is not None:
+            raise NotProven("P8", held.session)
+        try:
+            fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+        except OSError:
+            pass
+        else:
+            os.close(fd)
+            raise NotProven("P8", "/dev/tty opens: the run has a controlling terminal outside it")
+        try:
+            terminals = [n for n in os.listdir("/dev/pts") if n != "ptmx"]
+        except OSError:
+            terminals = []
+        if terminals:
+            raise NotProven("P8", f"/dev/pts shows terminals {terminals[:3]} of other sessions")
 
     def _take_terminal(self, fd: int) -> None:
         """The command's session gets the pty no-docker relays as its controlling terminal, so
@@ -854,11 +962,15 @@ class Probe:
             raise NotProven("P9", f"cannot try nested user namespaces on {arch} "
                             f"(only {', '.join(USERNS_SYSCALLS)})")
         read_end, write_end = os.pipe()
+        outside = one(self.plan, "supervisor_pid")
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             try:
                 os.close(read_end)
-                answer = try_nested_userns(arch) or ""
+                # The held prover is not in the run's pid namespace; this child is (setns):
+                # P10 is tried here, saving a fork.
+                answer = (try_signal_outside(int(outside)) if self.held is not None and outside.isdigit()
+                          else None) or try_nested_userns(arch) or ""
             except BaseException as err:  # noqa: BLE001 - any failure to try is reported
                 answer = f"cannot try: {err!r}"
             try:
@@ -894,15 +1006,17 @@ class Probe:
                 pass
             os.waitpid(pid, 0)
         text = answer.decode("utf-8", "replace")
+        if text.startswith("P10 "):
+            raise NotProven("P10", text[4:])
         if text != "refused":
             raise NotProven("P9", f"a nested user namespace: {text or 'no answer from the try'} "
                             "(bwrap needs --disable-userns; the run's syscall filter refuses it too)")
 
     # P11: nothing a shell reads at start-up comes from outside
     def p11(self) -> None:
-        if self.gate and os.getppid() != 1:
+        if self.gate and self.held is None and os.getppid() != 1:
             raise NotProven("P11", f"the probe's parent is pid {os.getppid()}, not the sandbox's init")
-        home = os.environ.get("HOME", "")
+        home = self.environ().get("HOME", "")
         for name in STARTUP_FILES:
             if os.path.lexists(os.path.join(home, name)) and self.gate:
                 raise NotProven("P11", f"{home}/{name} exists in the run's home")
@@ -931,13 +1045,22 @@ class Probe:
     def p2(self) -> None:
         self._differs("P2", "net")
         try:
-            lines = read_text("/proc/net/dev").split("\n")[2:]
+            lines = read_text(f"{self.proc}/net/dev").split("\n")[2:]
         except OSError as err:
-            raise NotProven("P2", f"cannot read /proc/net/dev: {err}") from err
+            raise NotProven("P2", f"cannot read {self.proc}/net/dev: {err}") from err
         interfaces = sorted(line.split(":", 1)[0].strip() for line in lines if ":" in line)
         if interfaces != ["lo"]:
             raise NotProven("P2", f"network interfaces {interfaces}, expected only lo")
-        for family, address in ((_socket.AF_INET, ("192.0.2.1", 9)), (_socket.AF_INET6, ("2001:db8::1", 9))):
+        # Each try below is a connect(), and each connect a round trip through the mediation
+        # (P12): the gate, before anything of the command exists, tries one of each kind (the
+        # only interface is lo, proven above, and no listener exists yet, proven below);
+        # `check`, next to a running command, tries them all.
+        routes = ((_socket.AF_INET, ("192.0.2.1", 9)), (_socket.AF_INET6, ("2001:db8::1", 9)))
+        loopbacks = ((_socket.AF_INET, "127.0.0.1"), (_socket.AF_INET6, "::1"))
+        abstract = self.plan.get("abstract", [])
+        if self.gate:
+            routes, loopbacks, abstract = routes[:1], loopbacks[:1], abstract[:1]
+        for family, address in routes:
             try:
                 code = try_dgram_route(family, address)
             except OSError:
@@ -949,21 +1072,20 @@ class Probe:
             # Before the command: no listener at all in this network namespace (a fresh one),
             # read from the kernel's own tables. A TCP connect to loopback reaches only a
             # listener of the connecting socket's namespace, so no listed or engine port can
-            # answer here; one port is then tried for real per family (every connect is a
-            # round trip through the connect mediation, P12: a try per port costs milliseconds).
+            # answer here; one port is then tried for real.
             self.no_listener_yet()
             ports = ports[:1]
         # `check` (not the gate) tries every port: the command may hold listeners of its own by
         # now, and one on an engine port counts against the run, as it always did.
         for port in ports:
-            for family, host in ((_socket.AF_INET, "127.0.0.1"), (_socket.AF_INET6, "::1")):
+            for family, host in loopbacks:
                 try:
                     code = try_connect(family, (host, port))
                 except OSError:
                     continue
                 if code not in UNREACHED:
                     raise NotProven("P2", f"connect to {host} port {port}: {errname(code)}")
-        for name in self.plan.get("abstract", []):
+        for name in abstract:
             code = try_connect(_socket.AF_UNIX, b"\0" + name.encode("utf-8", "surrogateescape"))
             if code not in UNREACHED:
                 raise NotProven("P2", f"abstract socket @{name}: {errname(code)}")
@@ -1037,6 +1159,8 @@ class Probe:
         outside_pid = one(self.plan, "supervisor_pid")
         if outside_pid.isdigit():
             pid = int(outside_pid)
+            if self.held is not None:
+                return  # tried in the P9 child, in the run's pid namespace (start_userns_try)
             try:
                 os.kill(pid, 0)
             except (ProcessLookupError, PermissionError):

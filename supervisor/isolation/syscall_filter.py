@@ -84,10 +84,16 @@ _LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 
 
-def program(arch: str) -> bytes:
+def program(arch: str, *, userns: bool = True) -> bytes:
     """The filter for ARCH as an array of ``struct sock_filter`` (8 bytes each): refuse setuid and
     setgid modes, and the DENIED_SYSCALLS (and ``userns_rules``); allow everything else. KeyError
-    for an unknown ARCH (the run is then refused: it never runs unfiltered)."""
+    for an unknown ARCH (the run is then refused: it never runs unfiltered).
+
+    ``userns=False`` leaves the user-namespace rules out: that variant is installed on bwrap
+    itself before it starts (``mediation.spawn_filtered``), so that the run's prover, forked
+    from the same thread, carries the very filter it proves; bwrap needs ``clone``/``unshare``
+    with CLONE_NEWUSER to build the sandbox. The whole program follows through ``--seccomp``
+    (applied after the proof) and ``--disable-userns`` denies nested namespaces before it."""
     audit_arch = AUDIT_ARCH[arch]
     insns: list[tuple[int, int, int, int]] = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, audit_arch),
                                               (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS), (_LD_ABS, 0, 0, 0)]
@@ -95,7 +101,8 @@ def program(arch: str) -> bytes:
         insns += [(_JGE, 0, 1, X32_SYSCALL_BIT), (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS)]
     for nr, code in sorted(DENIED_SYSCALLS[arch].items()):
         insns += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _RET_ERRNO | code)]
-    insns += userns_rules(arch)
+    if userns:
+        insns += userns_rules(arch)
     for nr in SOCKET_SYSCALLS[arch]:
         # errno EAFNOSUPPORT: what a kernel without vsock says, which callers already handle.
         insns += [(_JEQ, 0, 4, nr), (_LD_ABS, 0, 0, 16), (_JEQ, 0, 1, AF_VSOCK),

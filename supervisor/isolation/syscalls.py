@@ -22,14 +22,18 @@ import struct
 
 # Syscall numbers (arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h).
 _NR = {
-    "x86_64": {"seccomp": 317, "setns": 308, "pidfd_getfd": 438, "openat2": 437, "unshare": 272},
-    "aarch64": {"seccomp": 277, "setns": 268, "pidfd_getfd": 438, "openat2": 437, "unshare": 97},
+    "x86_64": {"seccomp": 317, "setns": 308, "pidfd_getfd": 438, "openat2": 437, "unshare": 272,
+               "capset": 126},
+    "aarch64": {"seccomp": 277, "setns": 268, "pidfd_getfd": 438, "openat2": 437, "unshare": 97,
+                "capset": 91},
 }
 CLONE_NEWNET = 0x40000000
 # openat2(2) RESOLVE_* (linux/openat2.h)
 RESOLVE_NO_XDEV, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS = 0x01, 0x02, 0x04
 RESOLVE_BENEATH, RESOLVE_IN_ROOT = 0x08, 0x10
 PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522  # linux/capability.h: two 32-bit data structs
 
 _libc = None
 _nr: dict[str, int] = {}
@@ -150,3 +154,16 @@ def set_no_new_privs() -> None:
     load()
     long_ = _libc["Long"]  # type: ignore[index]
     _call(_libc["prctl"], PR_SET_NO_NEW_PRIVS, long_(1), long_(0), long_(0), long_(0))  # type: ignore[index]
+
+
+def drop_capabilities() -> None:
+    """Every capability of the calling thread gone: capset(2) with empty effective, permitted
+    and inheritable sets, and the ambient set cleared (what bwrap's --cap-drop ALL leaves a
+    run's command with). The bounding set stays: with no_new_privs nothing can regain from it."""
+    load()
+    header = _libc["buffer"](struct.pack("=Ii", _LINUX_CAPABILITY_VERSION_3, 0))  # type: ignore[index]
+    data = _libc["buffer"](bytes(24))  # type: ignore[index]
+    _syscall("capset", header, data)
+    long_ = _libc["Long"]  # type: ignore[index]
+    _call(_libc["prctl"], PR_CAP_AMBIENT, long_(PR_CAP_AMBIENT_CLEAR_ALL), long_(0), long_(0),  # type: ignore[index]
+          long_(0))

@@ -45,18 +45,20 @@ def package_farm(into: Path) -> Path:
 
 
 def bare_bwrap_argv(work: Path) -> list[str]:
-    """The argv no-docker would run, with ``true`` in place of the probe and no extra fds."""
+    """The argv no-docker would run, with ``true`` in place of the gate and no extra fds."""
     from no_docker.supervisor.isolation import listing, plan, policy
 
     request = plan.Request(command=("true",), work=str(work))
     built = plan.build_policy(request, listing.collect(), dict(os.environ),
                               probe_source=plan.probe_source_path())
-    argv = policy.bwrap_argv(built, ["true"], bwrap=shutil.which("bwrap") or "bwrap", data_fd=0, plan_fd=0,
-                             report_fd=0)
+    argv = policy.bwrap_argv(built, ["true"], bwrap=shutil.which("bwrap") or "bwrap", data_fd=0, block_fd=0)
     out, i = [], 0
     while i < len(argv):
         if argv[i] == "--ro-bind-data":  # needs a data fd; the plan file is no-docker's own cost
             i += 3
+            continue
+        if argv[i] == "--block-fd":  # the hold for the proof is no-docker's own cost too
+            i += 2
             continue
         if argv[i] == "--":
             break

@@ -60,7 +60,7 @@ def test_no_listed_socket_is_visible(system, hidden, toolchain, ro, rw, work, so
                   toolchain_ro=toolchain, ro=ro, rw=rw, probe_source="/p/probe.py")
     paths = sorted({f"{d}/{n}" for d, n in sockets})
     policy = Policy(**{**base.__dict__, "masked": sockets_to_mask(base, paths)})
-    argv = bwrap_argv(policy, ["true"], data_fd=3, plan_fd=4, report_fd=5)
+    argv = bwrap_argv(policy, ["true"], data_fd=3, block_fd=6)
     for path in paths:
         assert not shows_outside_file(argv, path), (path, argv)
 
@@ -73,6 +73,6 @@ def test_masking_only_what_is_visible(system, hidden, sockets):
                   hidden=hidden, probe_source="/p/probe.py")
     paths = [f"{d}/engine.sock" for d in sockets]
     masked = sockets_to_mask(base, paths)
-    argv = bwrap_argv(base, ["true"], data_fd=3, plan_fd=4, report_fd=5)
+    argv = bwrap_argv(base, ["true"], data_fd=3, block_fd=6)
     for path in paths:
         assert (path in masked) == shows_outside_file(argv, path), (path, masked)

@@ -79,12 +79,15 @@ POLICY_WEAKENINGS = {
     # The connect mediation (P12) installed but answering nothing: a filter that allows every
     # syscall gets the listener (so that each other layer can be shown alone).
     "no-mediation": "mediation.program = lambda arch: bytes((6, 0, 0, 0, 0, 0, 0xFF, 0x7F))",
+    # The gate's last look at the descriptors crossing into CMD (policy.GATE_SCRIPT) gone.
+    "gate-keeps-fds": ("import no_docker.supervisor.isolation.policy as _policy; "
+                       "_policy.GATE_SCRIPT = _policy.GATE_SCRIPT.replace(_policy.GATE_FD_CHECK, '')"),
     "share-net": "_wrap_argv(lambda a: _insert_after(a, '--unshare-all', ['--share-net']))",
     "no-cap-drop": "_wrap_argv(lambda a: _drop_flag(a, '--cap-drop', 2))",
     "no-new-session": "_wrap_argv(lambda a: _drop_flag(a, '--new-session', 1))",
     # The syscall filter (supervisor/isolation/syscall_filter.py): not handed to bwrap at all, or another one.
     "no-seccomp": "_without_seccomp()",
-    "allow-all-seccomp": "seccomp.program = lambda arch: bytes((6, 0, 0, 0, 0, 0, 0xFF, 0x7F))",  # RET ALLOW
+    "allow-all-seccomp": "seccomp.program = lambda arch, **kw: bytes((6, 0, 0, 0, 0, 0, 0xFF, 0x7F))",  # RET ALLOW
     "setuid-only-seccomp": "seccomp.SETID_BITS = 0o4000",
     "io-uring-allowed-seccomp": ("seccomp.DENIED_SYSCALLS = {a: {n: e for n, e in d.items() if n not in "
                                  "(425, 426, 427)} for a, d in seccomp.DENIED_SYSCALLS.items()}"),
@@ -122,8 +125,9 @@ def _without_seccomp():
         dropped.append(seccomp_fd)
         return orig_argv(*a, **k)
     run.bwrap_argv = argv
+    # Nor the same filter installed on bwrap before it starts (what the prover tries).
     mediation.spawn_filtered = lambda argv, env, pass_fds, **kw: orig_spawn(
-        argv, env, tuple(fd for fd in pass_fds if fd not in dropped), **kw)
+        argv, env, tuple(fd for fd in pass_fds if fd not in dropped), **{**kw, "deny_filter": None})
 """
 
 
@@ -135,7 +139,11 @@ def no_docker_argv(args: list[str], *, weaken: tuple[str, ...] = (), probe: Path
     for name in weaken:
         code += POLICY_WEAKENINGS[name] + "\n"
     if probe is not None:
-        code += f"run.probe_source_path = lambda: {str(probe)!r}\n"
+        # The prover runs the package's probe module in a fork of the supervisor: the weakened
+        # copy replaces its functions and classes there.
+        code += (f"run.probe_source_path = lambda: {str(probe)!r}\n"
+                 "import no_docker.supervisor.isolation.probe as _probe\n"
+                 f"exec(compile(open({str(probe)!r}).read(), {str(probe)!r}, 'exec'), _probe.__dict__)\n")
     code += ("import no_docker.supervisor.cli as cli\n"
              f"sys.exit(cli.main(['run', *{args!r}]))\n")
     return [sys.executable, "-c", code]

@@ -6,6 +6,11 @@ import pytest
 from no_docker.supervisor.isolation.policy import (
     ALLOWED_ENV_NAMES,
     FLAG_PROPERTIES,
+    GATE_FD_CHECK,
+    GATE_GO_FD,
+    GATE_REACHED_FD,
+    GATE_SCRIPT,
+    GATE_SHELL,
     PLAN_PATH,
     Policy,
     bwrap_argv,
@@ -27,7 +32,7 @@ CMD = ["sh", "-c", "echo hi"]
 
 
 def argv_of(policy: Policy = POLICY, command: list[str] = CMD) -> list[str]:
-    return bwrap_argv(policy, command, bwrap="/usr/bin/bwrap", data_fd=5, plan_fd=6, report_fd=7, status_fd=8)
+    return bwrap_argv(policy, command, bwrap="/usr/bin/bwrap", data_fd=5, block_fd=6, status_fd=8)
 
 
 def options(argv: list[str]) -> list[str]:
@@ -96,17 +101,26 @@ def test_environment_is_exactly_the_policy_env():
     assert opts.index("--clearenv") < opts.index("--setenv")
 
 
-def test_probe_then_command():
+def test_held_for_the_proof_then_the_gate_then_the_command():
     argv = argv_of()
     first = argv.index("--")
-    assert argv[first + 1:first + 4] == [POLICY.probe_python, "-I", "-S"]
-    assert argv[first + 4] == POLICY.probe_source
-    assert position(argv, "--plan-fd", "6") > first
-    assert position(argv, "--report-fd", "7") > first
-    second = argv.index("--", first + 1)
-    assert argv[second + 1:] == CMD
+    assert position(argv, "--block-fd", "6") < first  # bwrap holds the sandbox for the prover
+    assert argv[first + 1:first + 3] == [GATE_SHELL, "-c"]
+    assert argv[first + 3] == GATE_SCRIPT and argv[first + 4] == "no-docker-gate"
+    assert argv[first + 5:] == CMD
     assert position(argv, "--ro-bind-data", "5", PLAN_PATH) < first
     assert position(argv, "--json-status-fd", "8") < first
+    # The gate reads its verdict on fd 3 and says it runs on fd 4 (placed by the spawn), checks
+    # that only 0-2 cross into CMD, and execs CMD only after "go".
+    assert "<&3" in GATE_SCRIPT and ">&4" in GATE_SCRIPT and GATE_FD_CHECK in GATE_SCRIPT
+    assert GATE_SCRIPT.index('[ "$go" = go ] || exit 125') < GATE_SCRIPT.index('exec "$@"')
+    assert (GATE_GO_FD, GATE_REACHED_FD) == (3, 4)
+
+
+def test_with_a_terminal_the_gate_makes_it_the_commands_controlling_terminal():
+    argv = bwrap_argv(POLICY, CMD, bwrap="/usr/bin/bwrap", data_fd=5, block_fd=6, terminal=True)
+    script = argv[argv.index("--") + 3]
+    assert 'exec /usr/bin/setsid --ctty "$@"' in script and 'exec "$@"' not in script
 
 
 def test_empty_command_is_refused():
@@ -136,6 +150,6 @@ def test_init_memory_masked_right_after_proc_and_seccomp_fd_passed_when_given():
     assert proc < position(opts, "--ro-bind", "/dev/null", "/proc/1/mem") < position(opts, "--dev", "/dev")
     assert position(opts, "--ro-bind", "/dev/null", "/proc/1/task/1/mem")
     assert "--seccomp" not in opts
-    with_filter = bwrap_argv(POLICY, CMD, bwrap="/usr/bin/bwrap", data_fd=5, plan_fd=6, report_fd=7,
-                             status_fd=8, seccomp_fd=9)
+    with_filter = bwrap_argv(POLICY, CMD, bwrap="/usr/bin/bwrap", data_fd=5, block_fd=6, status_fd=8,
+                             seccomp_fd=9)
     assert position(options(with_filter), "--seccomp", "9")

@@ -43,12 +43,12 @@ def _start(monkeypatch, tmp_path, machine: str | None = None) -> tuple[dict, run
     seen: dict = {}
 
     def argv_for(**fds: int) -> list[str]:
-        seen["fds"] = {k: v for k, v in fds.items() if isinstance(v, int)}
-        return ["/bin/true", "--seccomp", str(fds["seccomp_fd"]), "--", "probe"]
+        seen["fds"] = {k: v for k, v in fds.items() if isinstance(v, int) and not isinstance(v, bool)}
+        return ["/bin/true", "--seccomp", str(fds["seccomp_fd"]), "--", "gate"]
 
-    def spawn(argv: list[str], env: dict, pass_fds: tuple[int, ...], **_kw: object) -> tuple[int, int, None]:
+    def spawn(argv: list[str], env: dict, pass_fds: tuple[int, ...], **kw: object) -> tuple[int, int, None]:
         fd = seen["fds"]["seccomp_fd"]
-        seen.update(argv=argv, pass_fds=pass_fds, offset=os.lseek(fd, 0, os.SEEK_CUR),
+        seen.update(argv=argv, pass_fds=pass_fds, offset=os.lseek(fd, 0, os.SEEK_CUR), spawn_kw=kw,
                     data=os.pread(fd, 1 << 16, 0), inheritable=os.get_inheritable(fd))
         return os.getpid(), os.open("/dev/null", os.O_RDONLY), None  # a live pid for pidfd_open; no start
 
@@ -59,14 +59,15 @@ def _start(monkeypatch, tmp_path, machine: str | None = None) -> tuple[dict, run
         monkeypatch.setattr(run_mod.os, "uname", lambda: type(real)((*real[:4], machine)))
     run = run_mod.Run(argv_for, True, FakeLife(str(tmp_path)))
     try:
-        run.start(b"plan\n")
+        run.start(b"plan\n", {"PATH": "/usr/bin:/bin"})
     finally:
         if run.bwrap_pidfd is not None:
             os.close(run.bwrap_pidfd)
         for fd in run.fds:
             os.close(fd)
-        if run.release_w >= 0:
-            os.close(run.release_w)
+        for fd in (run.block_w, run.go_w):
+            if fd >= 0:
+                os.close(fd)
         if run.sentinel is not None:
             run.sentinel.close()
     return seen, run
@@ -79,7 +80,12 @@ def test_bwrap_gets_the_program_from_offset_zero_and_the_fd_is_closed_after(monk
     assert fd in seen["pass_fds"] and seen["argv"][1:3] == ["--seccomp", str(fd)]
     # bwrap read()s it to EOF from the current offset (load_file_data, bubblewrap 0.8.0)
     assert seen["offset"] == 0 and seen["data"] == seccomp.program(os.uname().machine)
-    assert len(set(seen["fds"].values())) == 6  # plan x2, seccomp, report, status, release
+    assert len(set(seen["fds"].values())) == 4  # plan, seccomp, status, block
+    # The same filter without its user-namespace rules rides on bwrap from its start (what the
+    # prover tries); the gate's pipes go to the fixed numbers its script names.
+    assert seen["spawn_kw"]["deny_filter"] == seccomp.program(os.uname().machine, userns=False)
+    assert sorted(target for _, target in seen["spawn_kw"]["fixed_fds"]) == [3, 4]
+    assert all(fd > 4 for fd in seen["pass_fds"])
     with pytest.raises(OSError):
         os.fstat(fd)  # closed once bwrap has it
 

@@ -1,0 +1,143 @@
+"""The prover: proves a held sandbox from inside its namespaces, before anything runs there.
+
+``no-docker run`` starts bwrap with ``--block-fd``: bwrap builds the whole sandbox (namespaces,
+mounts, ``pivot_root``, capabilities dropped) and then waits, before it starts anything in it
+(bubblewrap.c: ``drop_privs``, then the read of the block fd, then ``--seccomp`` and the fork
+of the init). Meanwhile a child of the supervisor, forked from the thread that carries the
+run's filters (``mediation.Keeper.fork``, so it holds the very seccomp filters the run has),
+joins the held process's namespaces and root, takes CMD's credentials (no capability,
+``no_new_privs``, no controlling terminal) and runs the same checks as the in-run ``check``
+(``probe.Probe``, in its ``held`` mode: the held process's own state is read at /proc/1 of the
+run's /proc). Its verdict, one line, goes to a pipe only the supervisor reads: nothing in the
+run can write it (the held process is blocked, and nothing else exists there yet). Then the
+supervisor releases bwrap and the gate (policy.GATE_SCRIPT) lets CMD start, or refuses.
+
+This replaces an in-sandbox probe started as a second Python interpreter on every run.
+
+Joining, in this order (setns(2)): first the user namespace that *owns* the run's others (bwrap
+creates a second, nested one for ``--disable-userns``; its parent owns the mount, network,
+IPC, UTS, cgroup and pid namespaces, and capabilities in a child namespace are no use in its
+parent), then those, then the nested user namespace itself. Every /proc/PID/ns/* and the root
+are opened before the first setns: after the mount namespace's, /proc is the run's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+
+from . import probe, syscalls
+
+# How long bwrap may take to build and hold the sandbox (2-5 ms here; a loaded machine, much
+# more), and how often the prover looks meanwhile.
+HELD_TIMEOUT = 30.0
+HELD_POLL = 0.0002
+# read(2)'s number per arch: the held sandbox process sleeps in read on --block-fd.
+READ_SYSCALL = {"x86_64": b"0", "aarch64": b"63"}
+NS_GET_USERNS = 0xB701  # linux/nsfs.h _IO(0xb7, 0x1)
+# setns(2) nstype per /proc/PID/ns entry, in joining order after the owning user namespace.
+JOIN_ORDER = (("mnt", 0x00020000), ("net", 0x40000000), ("ipc", 0x08000000), ("uts", 0x04000000),
+              ("cgroup", 0x02000000), ("pid", 0x20000000))
+CLONE_NEWUSER = 0x10000000
+
+
+def session_problem(stat_line: str, caller_session: int) -> str | None:
+    """P8 from outside: None when /proc/PID/stat's session is not CALLER_SESSION and there is no
+    controlling terminal (tty_nr 0), else what is wrong (pure)."""
+    fields = stat_line[stat_line.rfind(")") + 2:].split(" ")
+    if len(fields) < 5:
+        return f"cannot read the sandbox's session from {stat_line[:80]!r}"
+    session, tty = int(fields[3]), int(fields[4])
+    if session == caller_session:
+        return "the sandbox shares the caller's session (bwrap was not started in a new session)"
+    if tty != 0:
+        return f"the sandbox has a controlling terminal (tty_nr {tty}): TIOCSTI could reach it"
+    return None
+
+
+def held_in_read(syscall_fields: list[bytes], arch: str, fd: int) -> bool:
+    """/proc/PID/syscall's fields show a process blocked in read(2) on FD (pure). The first
+    field is the syscall number (or "running"), the second its first argument, in hex."""
+    if len(syscall_fields) < 2 or syscall_fields[0] != READ_SYSCALL.get(arch):
+        return False
+    try:
+        return int(syscall_fields[1], 16) == fd
+    except ValueError:
+        return False
+
+
+def await_held(pid: int, block_fd: int, timeout: float = HELD_TIMEOUT) -> None:
+    """Until PID waits on BLOCK_FD: bwrap names its sandbox process right after clone(2), long
+    before the mounts exist and the capabilities are dropped (a prover that looked then would
+    see the outside); it reads the block fd only once all of that is done (bubblewrap.c).
+    NotProven when that does not happen within TIMEOUT, or PID is gone."""
+    arch = os.uname().machine
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(f"/proc/{pid}/syscall", "rb") as f:
+                if held_in_read(f.read().split(), arch, block_fd):
+                    return
+        except OSError as err:
+            raise probe.NotProven("P1", f"the sandbox process {pid} is gone before the proof ({err.strerror})") \
+                from err
+        if time.monotonic() > deadline:
+            raise probe.NotProven("P1", f"the sandbox was not held for the proof within {timeout:g} s (is the "
+                                  "bubblewrap in use a working one?)")
+        time.sleep(HELD_POLL)
+
+
+def join(pid: int) -> None:
+    """Enter every namespace and the root of process PID (this process must be single-threaded:
+    a forked child)."""
+    opened = {name: os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC) for name in
+              ("user", *(n for n, _ in JOIN_ORDER))}
+    root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    own = {name: os.stat(f"/proc/self/ns/{name}").st_ino for name, _ in JOIN_ORDER}
+    owner = fcntl.ioctl(opened["mnt"], NS_GET_USERNS)  # the mount namespace is always the run's own
+    nested = os.fstat(owner).st_ino != os.fstat(opened["user"]).st_ino
+    syscalls.setns(owner, CLONE_NEWUSER)
+    for name, nstype in JOIN_ORDER:
+        # One we are in already (a sandbox that shares it: P1/P2/P9 say so) is not joined: its
+        # owner may be a user namespace we just left.
+        if os.fstat(opened[name]).st_ino != own[name]:
+            syscalls.setns(opened[name], nstype)
+    if nested:
+        syscalls.setns(opened["user"], CLONE_NEWUSER)
+    os.fchdir(root)
+    os.chroot(".")
+    os.chdir("/")
+    for fd in (*opened.values(), owner, root):
+        os.close(fd)
+
+
+def become_command() -> None:
+    """CMD's credentials: no capability, no_new_privs (its uid and gid are already the run's:
+    setns keeps them)."""
+    syscalls.drop_capabilities()
+    syscalls.set_no_new_privs()
+
+
+def prove(pid: int, plan: dict[str, list[str]], held: probe.Held, verdict_fd: int, block_fd: int) -> None:
+    """The forked prover's whole life: one line to VERDICT_FD, ``ok MS_TOTAL MS_OWN P1 ...`` or
+    ``fail MESSAGE`` (the in-sandbox probe's report format). Never raises."""
+    try:
+        await_held(pid, block_fd)
+        started = time.monotonic()
+        try:
+            os.setsid()  # off the caller's terminal, as the run is
+            join(pid)
+            become_command()
+        except OSError as err:
+            raise probe.NotProven("P1", f"cannot enter the held sandbox (pid {pid}): {err}") from err
+        checks = probe.Probe(plan, gate=True, held=held)
+        checks.run_all()
+        now = time.monotonic()
+        line = (f"ok {(now - float(probe.one(plan, 't0', '0') or 0)) * 1000:.1f} {(now - started) * 1000:.1f} "
+                f"{' '.join(checks.proven)}\n")
+    except probe.NotProven as err:
+        line = "fail " + str(err).replace("\n", " ") + "\n"
+    except Exception as err:  # noqa: BLE001 - any fault of the prover: not proven, said once
+        line = f"fail prover: unexpected error: {type(err).__name__}: {err}".replace("\n", " ") + "\n"
+    os.write(verdict_fd, line.encode("utf-8", "replace"))
