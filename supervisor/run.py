@@ -405,8 +405,8 @@ class Run:
                 session = prover.session_problem(f.read(), os.getsid(0))
         except OSError as err:
             session = f"cannot read the sandbox's session: {err}"
-        held = probe.Held(frozenset({self.block_fd, self.seccomp_fd, GATE_GO_FD, GATE_REACHED_FD}), self.passed_stdio,
-                          session)
+        closed_before_cmd = frozenset({self.block_fd, self.seccomp_fd, GATE_GO_FD, GATE_REACHED_FD})
+        held = probe.Held(closed_before_cmd, self.passed_stdio, session)
         verdict_r, verdict_w = os.pipe()
         init = self.init_pid
 

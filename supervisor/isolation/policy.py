@@ -304,6 +304,8 @@ def bwrap_argv(
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     argv += ["--block-fd", str(block_fd)]
-    script = GATE_SCRIPT.replace('exec "$@"', f'exec {" ".join(GATE_SETSID)} "$@"') if terminal else GATE_SCRIPT
+    script = GATE_SCRIPT
+    if terminal:
+        script = script.replace('exec "$@"', f'exec {" ".join(GATE_SETSID)} "$@"')
     argv += ["--", GATE_SHELL, "-c", script, "no-docker-gate", *command]
     return argv

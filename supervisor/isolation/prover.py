@@ -80,11 +80,11 @@ def await_held(pid: int, block_fd: int, timeout: float = HELD_TIMEOUT) -> None:
                 if held_in_read(f.read().split(), arch, block_fd):
                     return
         except OSError as err:
-            raise probe.NotProven("P1", f"the sandbox process {pid} is gone before the proof ({err.strerror})") \
-                from err
+            raise probe.NotProven("P1", f"the sandbox process {pid} is gone before the proof "
+                                  f"({err.strerror})") from err
         if time.monotonic() > deadline:
-            raise probe.NotProven("P1", f"the sandbox was not held for the proof within {timeout:g} s (is the "
-                                  "bubblewrap in use a working one?)")
+            raise probe.NotProven("P1", f"the sandbox was not held for the proof within {timeout:g} s "
+                                  "(is the bubblewrap in use a working one?)")
         time.sleep(HELD_POLL)
 
 
@@ -134,7 +134,8 @@ def prove(pid: int, plan: dict[str, list[str]], held: probe.Held, verdict_fd: in
         checks = probe.Probe(plan, gate=True, held=held)
         checks.run_all()
         now = time.monotonic()
-        line = (f"ok {(now - float(probe.one(plan, 't0', '0') or 0)) * 1000:.1f} {(now - started) * 1000:.1f} "
+        total_ms = (now - float(probe.one(plan, "t0", "0") or 0)) * 1000
+        line = (f"ok {total_ms:.1f} {(now - started) * 1000:.1f} "
                 f"{' '.join(checks.proven)}\n")
     except probe.NotProven as err:
         line = "fail " + str(err).replace("\n", " ") + "\n"

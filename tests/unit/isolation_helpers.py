@@ -87,7 +87,8 @@ POLICY_WEAKENINGS = {
     "no-new-session": "_wrap_argv(lambda a: _drop_flag(a, '--new-session', 1))",
     # The syscall filter (supervisor/isolation/syscall_filter.py): not handed to bwrap at all, or another one.
     "no-seccomp": "_without_seccomp()",
-    "allow-all-seccomp": "seccomp.program = lambda arch, **kw: bytes((6, 0, 0, 0, 0, 0, 0xFF, 0x7F))",  # RET ALLOW
+    # RET ALLOW
+    "allow-all-seccomp": "seccomp.program = lambda arch, **kw: bytes((6, 0, 0, 0, 0, 0, 0xFF, 0x7F))",
     "setuid-only-seccomp": "seccomp.SETID_BITS = 0o4000",
     "io-uring-allowed-seccomp": ("seccomp.DENIED_SYSCALLS = {a: {n: e for n, e in d.items() if n not in "
                                  "(425, 426, 427)} for a, d in seccomp.DENIED_SYSCALLS.items()}"),

@@ -139,7 +139,8 @@ def test_inherited_fd_connected_to_listener_does_not_cross(tmp_path, build):
     env = dict(os.environ, NO_DOCKER_TEST_FDS=str(fd))
     try:
         result = run_no_docker(["--", *connect_script(f"fd:{fd}")], cwd=tmp_path, env=env, pass_fds=(fd,),
-                               **build_args(build, tmp_path, ("pass-fds", "no-mask", "gate-keeps-fds"), ("P7", "P3")))
+                               **build_args(build, tmp_path, ("pass-fds", "no-mask", "gate-keeps-fds"),
+                                            ("P7", "P3")))
         if build == "real":
             assert result.returncode == 0, result.stderr
             assert result.stdout.startswith(f"REFUSED {9}"), result.stdout  # EBADF: no such fd inside
