@@ -226,10 +226,11 @@ class RunLifecycle:
         self._save()
 
     def command_pidfd(self) -> int | None:
-        """A pidfd on the sandbox's command: pid 2 of the run's namespace, the init's first
-        child, which the probe became (call it once the probe reported). None when it cannot
-        be told (gone already, or the init shows no such child): the caller then relies on
-        bwrap alone, as before.
+        """A pidfd on the sandbox's command: the init's only child, the gate that becomes CMD
+        (call it once the gate said it runs, after the release). None when it cannot be told
+        (gone already, or the init shows no single such child): the caller then relies on bwrap
+        alone, as before. (Its number in the run's namespace is not 2: the prover's tries took
+        the first ones.)
 
         Why: bwrap exits only after its init has reaped the command; an init that was frozen
         or stopped from inside never does, and a supervisor that watched bwrap alone waited
@@ -240,7 +241,7 @@ class RunLifecycle:
             return None
         try:
             children = self.procfs.read(init.pid, b"task/%d/children" % init.pid).split()
-            if not children:
+            if len(children) != 1:
                 return None
             pid = int(children[0])
             fd = os.pidfd_open(pid)
@@ -248,7 +249,7 @@ class RunLifecycle:
             return None
         try:
             st = self.procfs.stat(pid)
-            if st.ppid != init.pid or st.is_dead or self.procfs.nspid(pid)[-1] != 2:
+            if st.ppid != init.pid or st.is_dead or self.procfs.nspid(pid)[-1] == 1:
                 os.close(fd)
                 return None
         except (ProcfsError, IndexError):

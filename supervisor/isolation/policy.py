@@ -236,8 +236,17 @@ GATE_SCRIPT = (
 )
 GATE_SHELL = "/bin/sh"
 # With a terminal, the command's session takes the run's pty as its controlling terminal
-# (Ctrl-C typed outside reaches it through the pty): util-linux setsid(1) --ctty.
-GATE_SETSID = ("/usr/bin/setsid", "--ctty")
+# (Ctrl-C typed outside reaches it through the pty): util-linux setsid(1) makes a new session,
+# whose leader, a shell, opens the first terminal among 0-2 without O_NOCTTY (the kernel then
+# makes it the session's; one that is another session's stays no one's: tty_open_proc_set_tty).
+GATE_TERMINAL = ('/usr/bin/setsid', GATE_SHELL, '-c',
+                 'for n in 0 1 2; do if [ -t "$n" ]; then exec 9<>"/proc/self/fd/$n" 9<&-; break; fi; done\n'
+                 'exec "$@"\n', 'no-docker-tty')
+
+
+def shell_quote(word: str) -> str:
+    """WORD as one sh word (pure): single quotes, each ' spelled '"'"'."""
+    return "'" + word.replace("'", "'\"'\"'") + "'"
 
 
 def bwrap_argv(
@@ -306,6 +315,6 @@ def bwrap_argv(
     argv += ["--block-fd", str(block_fd)]
     script = GATE_SCRIPT
     if terminal:
-        script = script.replace('exec "$@"', f'exec {" ".join(GATE_SETSID)} "$@"')
+        script = script.replace('exec "$@"', 'exec ' + " ".join(shell_quote(a) for a in GATE_TERMINAL) + ' "$@"')
     argv += ["--", GATE_SHELL, "-c", script, "no-docker-gate", *command]
     return argv

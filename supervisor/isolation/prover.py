@@ -94,16 +94,19 @@ def join(pid: int) -> None:
     opened = {name: os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC) for name in
               ("user", *(n for n, _ in JOIN_ORDER))}
     root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    own = {name: os.stat(f"/proc/self/ns/{name}").st_ino for name, _ in JOIN_ORDER}
+    own = {name: os.stat(f"/proc/self/ns/{name}").st_ino for name in ("user", *(n for n, _ in JOIN_ORDER))}
     owner = fcntl.ioctl(opened["mnt"], NS_GET_USERNS)  # the mount namespace is always the run's own
     nested = os.fstat(owner).st_ino != os.fstat(opened["user"]).st_ino
-    syscalls.setns(owner, CLONE_NEWUSER)
+    # A user namespace one is in already cannot be joined again (EINVAL): a sandbox without one
+    # (P1/P5/P9 say so) is entered as it is.
+    if os.fstat(owner).st_ino != own["user"]:
+        syscalls.setns(owner, CLONE_NEWUSER)
     for name, nstype in JOIN_ORDER:
         # One we are in already (a sandbox that shares it: P1/P2/P9 say so) is not joined: its
         # owner may be a user namespace we just left.
         if os.fstat(opened[name]).st_ino != own[name]:
             syscalls.setns(opened[name], nstype)
-    if nested:
+    if nested and os.fstat(opened["user"]).st_ino != own["user"]:
         syscalls.setns(opened["user"], CLONE_NEWUSER)
     os.fchdir(root)
     os.chroot(".")

@@ -120,7 +120,8 @@ def test_held_for_the_proof_then_the_gate_then_the_command():
 def test_with_a_terminal_the_gate_makes_it_the_commands_controlling_terminal():
     argv = bwrap_argv(POLICY, CMD, bwrap="/usr/bin/bwrap", data_fd=5, block_fd=6, terminal=True)
     script = argv[argv.index("--") + 3]
-    assert 'exec /usr/bin/setsid --ctty "$@"' in script and 'exec "$@"' not in script
+    assert "exec '/usr/bin/setsid' '/bin/sh' '-c' 'for n in 0 1 2; do" in script
+    assert script.endswith("""'no-docker-tty' "$@"\n""")
 
 
 def test_empty_command_is_refused():
