@@ -315,6 +315,7 @@ def bwrap_argv(
     argv += ["--block-fd", str(block_fd)]
     script = GATE_SCRIPT
     if terminal:
-        script = script.replace('exec "$@"', 'exec ' + " ".join(shell_quote(a) for a in GATE_TERMINAL) + ' "$@"')
+        words = " ".join(shell_quote(a) for a in GATE_TERMINAL)
+        script = script.replace('exec "$@"', f'exec {words} "$@"')
     argv += ["--", GATE_SHELL, "-c", script, "no-docker-gate", *command]
     return argv
