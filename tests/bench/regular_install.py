@@ -10,9 +10,10 @@ dependencies (a path line in a ``.pth`` adds a directory; it does not run the ``
 found there, so the editable finder and coverage's hook stay out).
 
 Building costs ~3 s, so the venv is cached under ``$TMPDIR/no-docker-bench-<uid>/`` keyed by a
-hash of what goes into the wheel (pyproject.toml, README.md, LICENSE and the package folders)
-and of the interpreter; the newest few are kept. :func:`inspect` reports what an interpreter
-start of the venv loads, and :func:`problems` says what would make it differ from a clean install.
+hash of what goes into the wheel (pyproject.toml, README.md, LICENSE and the package folders),
+of the interpreter and of the dependencies' path; the most recently used few are kept.
+:func:`inspect` reports what an interpreter start of the venv loads, and :func:`problems` says
+what would make it differ from a clean install.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 PACKAGE_PARTS = ("supervisor", "canary", "mutants", "ci")
 TOP_FILES = ("pyproject.toml", "README.md", "LICENSE")
 DEPS_PTH = "_no_docker_bench_deps.pth"
-KEEP = 3  # cached venvs kept (newest used first)
+KEEP = 8  # cached venvs kept, the most recently used (~3 MB each; one per worktree and tree)
 
 # Run by the venv's own interpreter, with site, as a console script starts: what did start-up
 # load before no-docker was imported, and where does no-docker come from?
@@ -141,9 +142,10 @@ def ensure(repo: Path, cache_root: Path | None = None, *, builder: str | None = 
     root = cache_root or default_cache_root()
     _private_dir(root)
     files = source_files(repo)
-    key = content_key(repo, files, f"{base} {sys.version}")
-    venv = root / f"venv-{key[:20]}"
     deps_sites = sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+    # the dependencies' path is in the key: worktrees with the same tree each get their own venv
+    key = content_key(repo, files, f"{base} {sys.version} {' '.join(deps_sites)}")
+    venv = root / f"venv-{key[:20]}"
     info = {"venv": str(venv), "script": str(venv / "bin" / "no-docker"),
             "python": str(venv / "bin" / "python"), "key": key, "files_hashed": len(files),
             "base_python": base, "deps_from": deps_sites}
