@@ -1,44 +1,187 @@
-"""Start-up cost of ``no-docker run -- true``, side by side with the alternatives (DESIGN §10).
+"""Start-up cost of ``no-docker run -- true`` next to its peers, wall and CPU (issue 14 item 3).
 
-Prints one JSON document: the median wall time (ms) of each command over ``--runs`` rounds,
-interleaved (one of each per round, so load on this shared machine hits all alike), and the
-ratios the design asks for. Commands:
+Every command runs once per round, rounds interleaved (the order rotates each round, so load on
+this shared machine and cache effects hit all alike), after warm-up rounds. For each run: the
+wall time from ``posix_spawn`` until ``wait4`` returned, and the CPU time (user + sys) of the
+whole process tree, from the rusage ``wait4`` returns (the child and every descendant it
+reaped). The bench is a child subreaper, so a descendant that outlives its parent is reaped
+here and its CPU added to the run (and counted: ``orphans_reaped``). Not counted by anyone:
+kernel workers acting for a run after it is gone (e.g. a network namespace's teardown).
+stdin and stdout are /dev/null. Commands:
 
-* ``no_docker``            the installed console script, ``no-docker run --quiet -- true``
-                           (proof included; with an editable install this pays setuptools'
-                           import finder at interpreter start-up);
-* ``no_docker_direct``     the same run started with ``python -I -S`` and the package on
-                           sys.path (what a regular, non-editable install costs);
+* ``no_docker``            ``no-docker run --quiet -- true`` from a **regular (non-editable)
+                           install**: the console script of a venv holding the wheel of this
+                           tree (tests/bench/regular_install.py; cached by content hash), started
+                           with ``site`` as users get it; checked to load no editable finder and
+                           no coverage hook;
+* ``no_docker_direct``     the same run started as ``python -I -S`` with the package on sys.path
+                           (no ``site`` at all: below what any install gets);
+* ``no_docker_editable``   (``--editable``) the repo ``.venv``'s console script: setuptools'
+                           editable finder and coverage's ``.pth`` hook at every start;
 * ``bwrap_same_flags``     bare bwrap with the argv no-docker builds, ``true`` instead of the
                            probe (the floor);
 * ``unshare``              ``unshare -n -p -f true``;
 * ``firejail``             ``firejail --quiet --noprofile --net=none true``.
 
-Usage: python tests/bench/bench_run.py [--runs N] [--warmup N]
+stdout: one JSON document (medians, min/max, ratios to firejail and to bare bwrap, and the
+``targets`` of issue 14: wall <= 30 ms, wall < firejail, CPU <= 1.5 x firejail, each ``met``).
+stderr: the same as a short Markdown table (``--markdown FILE`` writes it there too). Exit 1
+when a command failed (its error is in the document), else 0: a slow machine fails nothing.
+
+Usage: python tests/bench/bench_run.py [--runs N] [--warmup N] [--editable] [--cache-dir DIR]
+                                       [--markdown FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import regular_install  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
-NAMES = ("no_docker", "no_docker_direct", "bwrap_same_flags", "unshare", "firejail")
+NAMES = ("no_docker", "no_docker_direct", "no_docker_editable", "bwrap_same_flags", "unshare", "firejail")
+OURS = ("no_docker", "no_docker_direct", "no_docker_editable")
+REFERENCES = ("firejail", "bwrap_same_flags")
+LABELS = {
+    "no_docker": "`no-docker run -- true`, regular install",
+    "no_docker_direct": "same, `python -I -S` (no site)",
+    "no_docker_editable": "same, editable .venv",
+    "bwrap_same_flags": "bare bwrap, same flags (floor)",
+    "unshare": "`unshare -n -p -f true`",
+    "firejail": "`firejail --quiet --noprofile --net=none true`",
+}
+TARGET_ORDER = ("wall_at_most_30_ms", "wall_below_firejail", "cpu_at_most_1_5x_firejail")
+WALL_MAX_MS = 30.0
+CPU_MAX_FIREJAIL = 1.5
+PR_SET_CHILD_SUBREAPER = 36
+SAMPLED = ("wall", "cpu", "user", "sys", "orphan_cpu")
+
+
+# --- pure parts (tests/unit/test_bench_run.py) ------------------------------------------------
+
+
+def cpu_ms(usage: object) -> tuple[float, float]:
+    """(user, sys) in ms of an rusage (``os.wait4``'s or ``resource.getrusage``'s)."""
+    return usage.ru_utime * 1000, usage.ru_stime * 1000  # type: ignore[attr-defined]
+
+
+def cpu_delta_ms(before: object, after: object) -> float:
+    """user + sys in ms between two ``getrusage(RUSAGE_CHILDREN)`` readings (never negative:
+    the counters only grow, a negative difference means the readings were swapped)."""
+    (u0, s0), (u1, s1) = cpu_ms(before), cpu_ms(after)
+    delta = (u1 - u0) + (s1 - s0)
+    if delta < 0:
+        raise ValueError(f"rusage went backwards ({delta:.3f} ms): readings swapped?")
+    return delta
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3), "n": len(values)}
+
+
+def ratios(medians: dict[str, float], references: tuple[str, ...] = REFERENCES) -> dict[str, float]:
+    """``"a/ref": median_a / median_ref`` for every command a and every reference measured."""
+    return {f"{name}/{ref}": round(medians[name] / medians[ref], 2)
+            for ref in references if medians.get(ref, 0) > 0
+            for name in medians if name != ref}
+
+
+def targets(wall: dict[str, float], cpu: dict[str, float], unmeasured: dict[str, str]) -> dict[str, dict]:
+    """Issue 14 item 3 on the medians: ``value``, ``goal`` and ``met`` (None, with ``why``, where
+    a figure is missing). ``unmeasured`` names why a command has no figure."""
+    def why(*names: str) -> str | None:
+        gone = [f"{n}: {unmeasured.get(n, 'not measured')}" for n in names if n not in wall or n not in cpu]
+        return "; ".join(gone) or None
+
+    ours_w, ours_c = wall.get("no_docker"), cpu.get("no_docker")
+    fire_w, fire_c = wall.get("firejail"), cpu.get("firejail")
+    rows = {
+        "wall_at_most_30_ms": {
+            "goal": f"no-docker run -- true, wall median <= {WALL_MAX_MS:g} ms", "unit": "ms",
+            "value": ours_w, "met": None if ours_w is None else ours_w <= WALL_MAX_MS,
+            "why": why("no_docker")},
+        "wall_below_firejail": {
+            "goal": "wall median < firejail's (ratio < 1)", "unit": "x firejail",
+            "value": None if ours_w is None or not fire_w else round(ours_w / fire_w, 2),
+            "met": None if ours_w is None or not fire_w else ours_w < fire_w,
+            "why": why("no_docker", "firejail")},
+        "cpu_at_most_1_5x_firejail": {
+            "goal": f"CPU median (user+sys of the tree) <= {CPU_MAX_FIREJAIL:g} x firejail's",
+            "unit": "x firejail",
+            "value": None if ours_c is None or not fire_c else round(ours_c / fire_c, 2),
+            "met": None if ours_c is None or not fire_c else ours_c <= CPU_MAX_FIREJAIL * fire_c,
+            "why": why("no_docker", "firejail")},
+    }
+    for row in rows.values():
+        if row["met"] is not None:
+            del row["why"]
+    return rows
+
+
+def unmeasured(doc: dict) -> dict[str, str]:
+    """Why each command of DOC has no figure: absent, or failed (a list of names in documents
+    of the first version of this bench)."""
+    out: dict[str, str] = {}
+    for key in ("missing", "errors"):
+        found = doc.get(key) or {}
+        out.update(found if isinstance(found, dict) else dict.fromkeys(found, "absent"))
+    return out
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def markdown(doc: dict) -> str:
+    """The table the closing note pastes: medians, ratios, targets."""
+    wall, cpu = doc.get("median_ms", {}), doc.get("cpu_median_ms", {})
+    rw, rc = doc.get("ratios", {}).get("wall") or {}, doc.get("ratios", {}).get("cpu") or {}
+    load = f"load {doc.get('load_average_start', '-')} -> {doc.get('load_average', '-')}"
+    lines = [f"`no-docker run -- true` start-up: {doc.get('runs')} interleaved rounds, medians "
+             f"({doc.get('cpus')} CPUs, {load})",
+             "",
+             "| command | wall ms | CPU ms (user+sys) | wall / firejail | CPU / firejail "
+             "| wall / bwrap | CPU / bwrap |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name in NAMES:
+        if name in wall or name in cpu:
+            cells = [LABELS[name], _ms(wall.get(name)), _ms(cpu.get(name))]
+            cells += [_x(r.get(f"{name}/{ref}")) for ref in REFERENCES for r in (rw, rc)]
+            lines.append("| " + " | ".join(cells) + " |")
+    for name, reason in unmeasured(doc).items():
+        lines.append(f"| {LABELS.get(name, name)} | not measured: {reason.splitlines()[0][:120]} | | | | | |")
+    lines += ["", "| target | value | met |", "|---|---:|---|"]
+    rows = doc.get("targets") or {}
+    for row in (rows[key] for key in TARGET_ORDER if key in rows):  # the JSON's keys come back sorted
+        value = "-" if row["value"] is None else f"{row['value']} {row['unit']}"
+        met = {True: "yes", False: "**no**", None: f"not measured ({row.get('why')})"}[row["met"]]
+        lines.append(f"| {row['goal']} | {value} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- the commands -----------------------------------------------------------------------------
 
 
 def package_farm(into: Path) -> Path:
     """A directory with ``no_docker/`` -> the repo's parts, for ``python -I -S`` runs."""
     pkg = into / "no_docker"
     pkg.mkdir(parents=True)
-    for part in ("supervisor", "canary", "mutants", "ci"):
+    for part in regular_install.PACKAGE_PARTS:
         if (REPO / part).is_dir():
             (pkg / part).symlink_to(REPO / part)
     return into
@@ -64,77 +207,204 @@ def bare_bwrap_argv(work: Path) -> list[str]:
             break
         out.append(argv[i])
         i += 1
-    return [*out, "--", "true"]
+    return [*out, "--", shutil.which("true") or "/bin/true"]
 
 
-def commands(work: Path, farm: Path) -> dict[str, list[str] | None]:
-    script = Path(sys.executable).with_name("no-docker")
+def commands(work: Path, farm: Path, installed: dict | None, editable: bool
+             ) -> tuple[dict[str, list[str]], dict[str, str], dict[str, str]]:
+    """(argv by name, why a command is absent, why a command could not be set up)."""
+    cmds: dict[str, list[str]] = {}
+    missing: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    if installed is not None:
+        cmds["no_docker"] = [installed["script"], "run", "--quiet", "--", "true"]
     direct = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
               "from no_docker.supervisor.cli import console_main; console_main()")
-    return {
-        "no_docker": [str(script), "run", "--quiet", "--", "true"] if script.exists() else None,
-        "no_docker_direct": [sys.executable, "-I", "-S", "-c", direct, str(farm), "run", "--quiet", "--",
-                             "true"],
-        "bwrap_same_flags": bare_bwrap_argv(work) if shutil.which("bwrap") else None,
-        "unshare": ["unshare", "-n", "-p", "-f", "true"] if shutil.which("unshare") else None,
-        "firejail": (["firejail", "--quiet", "--noprofile", "--net=none", "true"]
-                     if shutil.which("firejail") else None),
-    }
+    cmds["no_docker_direct"] = [sys.executable, "-I", "-S", "-c", direct, str(farm), "run", "--quiet", "--",
+                                "true"]
+    if editable:
+        script = Path(sys.executable).with_name("no-docker")
+        if script.exists():
+            cmds["no_docker_editable"] = [str(script), "run", "--quiet", "--", "true"]
+        else:
+            missing["no_docker_editable"] = f"{script} missing (make setup)"
+    if shutil.which("bwrap"):
+        try:
+            cmds["bwrap_same_flags"] = bare_bwrap_argv(work)
+        except Exception as err:  # the plan API moves with the run path; the rest still measures
+            errors["bwrap_same_flags"] = f"no-docker's bwrap argv: {type(err).__name__}: {err}"
+    else:
+        missing["bwrap_same_flags"] = "bubblewrap not installed (apt-get install bubblewrap)"
+    for name, package, argv in (("unshare", "util-linux", ["unshare", "-n", "-p", "-f", "true"]),
+                                ("firejail", "firejail", ["firejail", "--quiet", "--noprofile", "--net=none",
+                                                          "true"])):
+        path = shutil.which(argv[0])
+        if path:
+            cmds[name] = [path, *argv[1:]]
+        else:
+            missing[name] = f"{argv[0]} not installed (apt-get install {package})"
+    return cmds, missing, errors
 
 
-def time_once(argv: list[str], cwd: Path) -> float:
+# --- measuring --------------------------------------------------------------------------------
+
+
+def set_subreaper(on: bool = True) -> bool:
+    """Become (or stop being) a child subreaper; False where the kernel refuses."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+
+
+def reap_orphans(grace_s: float) -> tuple[int, float, int]:
+    """Reap the descendants re-parented to us (their parent exited without reaping them), waiting
+    up to GRACE_S for those still running: (reaped, their CPU ms, still running). When the run's
+    own process has been reaped, every orphan of its tree is already our child."""
+    reaped, cpu = 0, 0.0
+    deadline = time.monotonic() + grace_s
+    while True:
+        try:
+            pid, _, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped, cpu, 0
+        if pid == 0:
+            if time.monotonic() > deadline:
+                with open(f"/proc/self/task/{os.getpid()}/children") as f:
+                    return reaped, cpu, len(f.read().split())
+            time.sleep(0.0005)
+            continue
+        reaped += 1
+        cpu += sum(cpu_ms(usage))
+
+
+def run_once(argv: list[str], err_fd: int) -> dict[str, float]:
+    """Wall and CPU (user, sys) of one run; RuntimeError if it did not exit 0."""
+    os.ftruncate(err_fd, 0)
+    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+               (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+               (os.POSIX_SPAWN_DUP2, err_fd, 2)]
     started = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    elapsed = (time.perf_counter() - started) * 1000
-    if done.returncode != 0:
-        tail = done.stderr.decode(errors="replace")[-300:]
-        raise RuntimeError(f"{argv[:3]}... exited {done.returncode}: {tail}")
-    return elapsed
+    pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
+    _, status, usage = os.wait4(pid, 0)
+    wall = (time.perf_counter() - started) * 1000
+    user, system = cpu_ms(usage)
+    orphans, orphan_cpu, _ = reap_orphans(grace_s=2.0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        tail = os.pread(err_fd, 4096, 0).decode(errors="replace")[-300:]
+        raise RuntimeError(f"{' '.join(argv[:3])}... exited {os.waitstatus_to_exitcode(status)}: {tail}")
+    return {"wall": wall, "cpu": user + system + orphan_cpu, "user": user, "sys": system,
+            "orphan_cpu": orphan_cpu, "orphans": orphans}
+
+
+def measure(cmds: dict[str, list[str]], runs: int, warmup: int, errors: dict[str, str]
+            ) -> tuple[dict[str, dict[str, list[float]]], dict[str, int]]:
+    names = list(cmds)
+    samples = {name: {key: [] for key in SAMPLED} for name in names}
+    orphans = dict.fromkeys(names, 0)
+    with tempfile.TemporaryDirectory(prefix="bench-run-stderr-") as tmp:
+        # O_APPEND: the child's writes land after the truncation, not at a stale shared offset
+        fd = os.open(os.path.join(tmp, "stderr"), os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            for round_ in range(warmup + runs):
+                shift = round_ % len(names)
+                for name in names[shift:] + names[:shift]:
+                    if name in errors:
+                        continue
+                    try:
+                        got = run_once(cmds[name], fd)
+                    except (RuntimeError, OSError) as failure:
+                        errors[name] = str(failure)
+                        continue
+                    orphans[name] += int(got["orphans"])
+                    if round_ >= warmup:
+                        for key in SAMPLED:
+                            samples[name][key].append(got[key])
+        finally:
+            os.close(fd)
+    return samples, orphans
+
+
+def collect(runs: int, warmup: int, editable: bool, cache_dir: Path | None) -> dict:
+    load_start = round(os.getloadavg()[0], 2)
+    subreaper = set_subreaper(True)
+    errors: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
+        work = Path(tmp) / "work"
+        work.mkdir()
+        installed: dict | None = None
+        try:
+            installed = regular_install.ensure(REPO, cache_dir)
+            report = regular_install.inspect(installed["python"], work)
+            installed["problems"] = regular_install.problems(report, os.path.realpath(installed["venv"]))
+            installed["modules_at_start"] = len(report.get("modules_at_start", []))
+            installed["pth_files"] = report.get("pth_files")
+            if installed["problems"]:
+                errors["no_docker"] = "the regular install is not clean: " + "; ".join(installed["problems"])
+        except (RuntimeError, OSError, StopIteration) as err:
+            errors["no_docker"] = f"no regular install: {err}"
+        cmds, missing, setup_errors = commands(work, package_farm(Path(tmp) / "farm"),
+                                               None if "no_docker" in errors else installed, editable)
+        errors.update(setup_errors)
+        state = os.environ.get("NO_DOCKER_STATE_DIR")
+        if state is None:  # standalone: the runs' markers stay out of the machine's state dir
+            os.environ["NO_DOCKER_STATE_DIR"] = str(Path(tmp) / "state")
+            os.mkdir(os.environ["NO_DOCKER_STATE_DIR"], 0o700)
+        cwd = os.getcwd()
+        os.chdir(work)  # posix_spawn has no cwd; the runs start in an empty work dir
+        try:
+            samples, orphans = measure(cmds, runs, warmup, errors)
+            left_running = reap_orphans(grace_s=2.0)[2]
+        finally:
+            os.chdir(cwd)
+            if state is None:
+                del os.environ["NO_DOCKER_STATE_DIR"]
+    measured = {n: s for n, s in samples.items() if s["wall"] and n not in errors}
+
+    def medians(key: str) -> dict[str, float]:
+        return {n: round(statistics.median(s[key]), 2) for n, s in measured.items()}
+
+    wall, cpu = medians("wall"), medians("cpu")
+    unmeasured = {**missing, **errors}
+    return {
+        "bench": "startup", "runs": runs, "warmup": warmup,
+        "commands": {n: {"label": LABELS[n], "argv": argv} for n, argv in cmds.items()},
+        "median_ms": wall, "cpu_median_ms": cpu,
+        "min_ms": {n: round(min(s["wall"]), 2) for n, s in measured.items()},
+        "wall_ms": {n: summary(s["wall"]) for n, s in measured.items()},
+        "cpu_ms": {n: summary(s["cpu"]) for n, s in measured.items()},
+        "cpu_user_median_ms": medians("user"), "cpu_sys_median_ms": medians("sys"),
+        "cpu_orphans_median_ms": medians("orphan_cpu"),
+        "ratios": {"wall": ratios(wall), "cpu": ratios(cpu)},
+        "targets": targets(wall, cpu, unmeasured),
+        "missing": missing, "errors": errors,
+        "regular_install": installed,
+        "orphans_reaped": orphans, "orphans_left_running": left_running, "subreaper": subreaper,
+        "cpu_accounting": "user+sys of the spawned process and every descendant reaped in its tree "
+                          "(wait4 rusage), plus orphans re-parented to the bench (a subreaper); "
+                          "kernel workers acting after the run (e.g. netns teardown) are in no one's",
+        "load_average_start": load_start, "load_average": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=40, help="measured rounds (default 40, ~10 s)")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--editable", action="store_true", help="also time the repo .venv's editable install")
+    parser.add_argument("--cache-dir", type=Path, help="where the regular-install venvs are cached "
+                        f"(default {regular_install.default_cache_root()})")
+    parser.add_argument("--markdown", type=Path, help="also write the Markdown table to FILE")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.warmup < 0:
         parser.error(f"--runs must be >= 1 and --warmup >= 0, got --runs {args.runs} --warmup {args.warmup}")
-    with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
-        work = Path(tmp) / "work"
-        work.mkdir()
-        farm = package_farm(Path(tmp) / "farm")
-        cmds = {name: argv for name, argv in commands(work, farm).items() if argv}
-        samples: dict[str, list[float]] = {name: [] for name in cmds}
-        errors: dict[str, str] = {}
-        for round_ in range(args.warmup + args.runs):
-            for name, argv in cmds.items():
-                if name in errors:
-                    continue
-                try:
-                    ms = time_once(argv, work)
-                except RuntimeError as err:
-                    errors[name] = str(err)
-                    continue
-                if round_ >= args.warmup:
-                    samples[name].append(ms)
-    medians = {name: round(statistics.median(v), 2) for name, v in samples.items() if v}
-    doc = {
-        "runs": args.runs,
-        "median_ms": medians,
-        "min_ms": {name: round(min(v), 2) for name, v in samples.items() if v},
-        "missing": sorted(set(NAMES) - set(cmds)),
-        "errors": errors,
-        "ratios": {},
-        "load_average": os.getloadavg()[0],
-        "cpus": os.cpu_count(),
-    }
-    for ours in ("no_docker", "no_docker_direct"):
-        for other in ("bwrap_same_flags", "firejail", "unshare"):
-            if ours in medians and other in medians:
-                doc["ratios"][f"{ours}/{other}"] = round(medians[ours] / medians[other], 2)
+    doc = collect(args.runs, args.warmup, args.editable, args.cache_dir)
+    table = markdown(doc)
+    sys.stderr.write(table)
+    if args.markdown is not None:
+        args.markdown.write_text(table)
     json.dump(doc, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
-    return 1 if errors else 0
+    return 1 if doc["errors"] else 0
 
 
 if __name__ == "__main__":

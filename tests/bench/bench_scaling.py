@@ -7,15 +7,21 @@
                  finder) and with a regular install's, ``python -I -S`` (the probe's interpreter),
                  bare bwrap with no-docker's flags running ``true`` and the probe's interpreter,
                  ``no-docker run`` from the editable venv and from a regular install, firejail.
-``sequential``   N runs one after another (default 1000), each a fresh ``no-docker run --quiet --
-                 true`` with a private state dir: is run k slower than run 1 (first vs last tenth,
-                 least-squares slope)? After them: marker directories left in the state dir, run
-                 cgroups (``*/no-docker/<id>``) left under /sys/fs/cgroup.
+``sequential``   N runs one after another (default 1000, ``--sequential N``), each a fresh
+                 ``no-docker run --quiet -- true`` with a private state dir: is run k slower than
+                 run 1 (first vs last tenth, least-squares slope)? After them: marker directories
+                 left in the state dir, run cgroups (``*/no-docker/<id>``) left under
+                 /sys/fs/cgroup, processes of the runs still alive (the bench is a child
+                 subreaper: whatever a run leaves behind becomes its child; ``orphans_reaped``
+                 counts the dead ones, bwrap's namespace init among them, one per run).
 ``in_process``   ``run.main()`` called M times in one interpreter: open fds and RSS before and after
                  (a leak there is a leak per run, invisible to fresh processes).
 ``concurrent``   8 runs at once pinned to 2 CPUs, each CMD leaving 20 sleepers behind: all must
-                 exit 0 with nothing of them left (no sleeper, marker or cgroup); wall time of the
-                 batch next to one run alone.
+                 exit 0 with nothing of them left (no sleeper, marker, cgroup or other process);
+                 wall time of the batch next to one run alone.
+
+``sequential`` and ``concurrent`` start the regular (non-editable) install of this tree
+(tests/bench/regular_install.py), as ``bench_run.py`` does; the import figures show both installs.
 
 usage: bench_scaling.py [--quick] [--sequential N] [--in-process M] [--concurrent K] [--only ...]
 """
@@ -32,6 +38,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_run  # noqa: E402  (the bare bwrap argv no-docker builds; orphan reaping)
+import regular_install  # noqa: E402
 
 NO_DOCKER = Path(sys.executable).with_name("no-docker")
 REPO = Path(__file__).resolve().parents[2]
@@ -155,39 +165,11 @@ def bench_import_time(repeat: int, cwd: Path, installed: Path) -> dict:
 # --- where the start-up time goes -------------------------------------------------------------
 
 
-def regular_install(into: Path) -> Path:
-    """A venv holding no-docker the way a wheel installs it (package dirs under site-packages,
-    pip's console script), without setuptools' editable finder, which the repo's own editable
-    venv imports at every interpreter start (pathlib, re, urllib.parse...). Symlinks to the
-    repo's package dirs, so it runs the code under test. Returns its ``no-docker`` script."""
-    base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", "--without-pip", str(into)], check=True, capture_output=True,
-                   timeout=120)
-    site = into / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
-    (site / "no_docker").mkdir(parents=True)
-    for part in ("supervisor", "canary", "mutants", "ci"):
-        (site / "no_docker" / part).symlink_to(REPO / part)
-    script = into / "bin" / "no-docker"
-    script.write_text(f"#!{into / 'bin' / 'python3'}\nimport sys\n"
-                      "from no_docker.supervisor.cli import console_main as main\n"
-                      "if __name__ == '__main__':\n    sys.argv[0] = sys.argv[0].removesuffix('.exe')\n"
-                      "    sys.exit(main())\n")
-    script.chmod(0o755)
-    # pip compiles every module at install time; a stale or missing .pyc (PYTHONDONTWRITEBYTECODE
-    # in a dev shell) would be compiled again at every start and bill the run for it.
-    parts = [str(REPO / part) for part in ("supervisor", "canary", "mutants", "ci")]
-    subprocess.run([base, "-m", "compileall", "-q", *parts], check=True, capture_output=True, timeout=300)
-    return script
-
-
 FLOOR_SPAWN = ("import os, sys; argv = sys.argv[1:]; pid = os.posix_spawn(argv[0], argv, os.environ); "
                "sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))")
 
 
 def breakdown_commands(cwd: Path, installed: Path) -> dict[str, list[str]]:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import bench_run  # the bare bwrap argv no-docker builds (the isolation engineer's benchmark)
-
     bwrap = bench_run.bare_bwrap_argv(cwd)
     probe_python = os.path.realpath(sys.executable)
     cmds = {
@@ -233,31 +215,47 @@ def bench_startup_breakdown(runs: int, warmup: int, cwd: Path, installed: Path) 
 # --- sequential -------------------------------------------------------------------------------
 
 
-def bench_sequential(runs: int, cwd: Path) -> dict:
+def _reaping(on: bool) -> None:
+    """Child subreaper on/off: a process a run leaves behind becomes ours, so it is counted
+    (reaped when dead, ``processes_left`` while alive) instead of vanishing into pid 1."""
+    bench_run.set_subreaper(on)
+
+
+def bench_sequential(runs: int, cwd: Path, script: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-state-") as state_dir:
         state = Path(state_dir)
         state.chmod(0o700)
         cgroups_before = run_cgroups()
         times: list[float] = []
         failures: list[str] = []
-        failed = 0
-        argv = [str(NO_DOCKER), "run", "--quiet", "--", "true"]
+        failed = orphans = 0
+        argv = [str(script), "run", "--quiet", "--", "true"]
         env = _env(state)
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            times.append((time.perf_counter() - t0) * 1000)
-            if done.returncode != 0:
-                failed += 1
-                if len(failures) < 5:
-                    failures.append(f"exit {done.returncode}: {done.stderr.decode(errors='replace')[-200:]}")
+        _reaping(True)
+        try:
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE)
+                times.append((time.perf_counter() - t0) * 1000)
+                orphans += bench_run.reap_orphans(grace_s=0.0)[0]
+                if done.returncode != 0:
+                    failed += 1
+                    if len(failures) < 5:
+                        tail = done.stderr.decode(errors="replace")[-200:]
+                        failures.append(f"exit {done.returncode}: {tail}")
+            reaped, _, left = bench_run.reap_orphans(grace_s=2.0)
+        finally:
+            _reaping(False)
         left_cgroups = sorted(run_cgroups() - cgroups_before)
         tenth = max(1, runs // 10)
-        return {"runs": runs, "failed": failed, "failures": failures,
+        return {"runs": runs, "no_docker": str(script), "failed": failed, "failures": failures,
                 "first_tenth_ms": summary(times[:tenth]), "last_tenth_ms": summary(times[-tenth:]),
                 "all_ms": summary(times), "slope_ms_per_1000_runs": _round(linear_slope(times) * 1000),
                 "markers_left": markers_in(state), "cgroups_left": len(left_cgroups),
-                "cgroups_left_sample": left_cgroups[:5]}
+                "cgroups_left_sample": left_cgroups[:5],
+                # bwrap leaves its namespace init to its caller's reaper (dead by then): one a run
+                "orphans_reaped": orphans + reaped, "processes_left": left}
 
 
 # --- in process -------------------------------------------------------------------------------
@@ -324,9 +322,9 @@ def _batch(k: int, argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[flo
     return (time.perf_counter() - t0) * 1000, results
 
 
-def bench_concurrent(k: int, repeat: int, sleepers: int, cwd: Path) -> dict:
+def bench_concurrent(k: int, repeat: int, sleepers: int, cwd: Path, no_docker: Path) -> dict:
     script = f"for ((i=0; i<{sleepers}; i++)); do sleep {SLEEPER_ARG} & done; sleep 0.05; exit 0"
-    argv = [str(NO_DOCKER), "run", "--quiet", "--", "/bin/bash", "-c", script]
+    argv = [str(no_docker), "run", "--quiet", "--", "/bin/bash", "-c", script]
     with tempfile.TemporaryDirectory(prefix="bench-state-") as state_dir:
         state = Path(state_dir)
         state.chmod(0o700)
@@ -334,14 +332,22 @@ def bench_concurrent(k: int, repeat: int, sleepers: int, cwd: Path) -> dict:
         cgroups_before = run_cgroups()
         sleepers_before = sleepers_alive()
         alone, batch, bad = [], [], []
-        for _ in range(repeat):  # alternated: one alone, then k at once
-            ms, results = _batch(1, argv, cwd, env)
-            alone.append(ms)
-            bad += [r for r in results if r[0] != 0]
-            ms, results = _batch(k, argv, cwd, env)
-            batch.append(ms)
-            bad += [r for r in results if r[0] != 0]
-        return {"concurrent_runs": k, "cpus_used": len(_two_cpus()), "sleepers_per_run": sleepers,
+        orphans = 0
+        _reaping(True)
+        try:
+            for _ in range(repeat):  # alternated: one alone, then k at once
+                ms, results = _batch(1, argv, cwd, env)
+                alone.append(ms)
+                bad += [r for r in results if r[0] != 0]
+                ms, results = _batch(k, argv, cwd, env)
+                batch.append(ms)
+                bad += [r for r in results if r[0] != 0]
+                orphans += bench_run.reap_orphans(grace_s=0.0)[0]
+            reaped, _, left = bench_run.reap_orphans(grace_s=2.0)
+        finally:
+            _reaping(False)
+        return {"concurrent_runs": k, "no_docker": str(no_docker), "orphans_reaped": orphans + reaped,
+                "processes_left": left, "cpus_used": len(_two_cpus()), "sleepers_per_run": sleepers,
                 "repeat": repeat, "one_run_alone_wall_ms": summary(alone),
                 "all_concurrent_wall_ms": summary(batch),
                 "runs_not_exit_0": len(bad), "failures": [f"exit {c}: {e}" for c, e in bad[:5]],
@@ -357,19 +363,25 @@ def collect(*, quick: bool = False, sequential: int | None = None, in_process: i
     with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
         cwd = Path(tmp) / "work"
         cwd.mkdir()
-        if "import_time" in only or "startup_breakdown" in only:
-            installed = regular_install(Path(tmp) / "regular-venv")
+        try:  # the wheel of this tree in a venv of its own, as users get it (cached by content)
+            built = regular_install.ensure(REPO)
+            installed = Path(built["script"])
+            doc["regular_install"] = {k: built[k] for k in ("venv", "key", "cached") if k in built}
+        except (RuntimeError, OSError, StopIteration) as err:
+            doc["regular_install"] = {"error": str(err)}
+            installed = NO_DOCKER  # every part still measures, through the editable .venv
         if "import_time" in only:
             doc["import_time"] = bench_import_time(2 if quick else 7, cwd, installed)
         if "startup_breakdown" in only:
             doc["startup_breakdown"] = bench_startup_breakdown(2 if quick else 30, 0 if quick else 3, cwd,
                                                                installed)
         if "sequential" in only:
-            doc["sequential"] = bench_sequential(sequential or (10 if quick else 1000), cwd)
+            doc["sequential"] = bench_sequential(sequential or (10 if quick else 1000), cwd, installed)
         if "in_process" in only:
             doc["in_process"] = bench_in_process(in_process or (5 if quick else 300), cwd)
         if "concurrent" in only:
-            doc["concurrent"] = bench_concurrent(concurrent, 1 if quick else 3, 5 if quick else 20, cwd)
+            doc["concurrent"] = bench_concurrent(concurrent, 1 if quick else 3, 5 if quick else 20, cwd,
+                                                 installed)
     return doc
 
 
