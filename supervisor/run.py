@@ -591,14 +591,15 @@ class Run:
                     poller.unregister(self.report_r)
             if self.reached_r in events:
                 poller.unregister(self.reached_r)
-                _drain(self.reached_r)
-                if not (self.report_line or "").startswith("ok "):
+                # The gate's word; EOF without one: bwrap is gone before it (its exit says why).
+                reached = bool(_drain(self.reached_r))
+                if reached and not (self.report_line or "").startswith("ok "):
                     # The gate runs, and the sandbox was never released: bwrap did not hold it.
                     self._refuse("P1 not proven: the command's gate started before the proof: "
                                  f"{self.bwrap_path} did not hold the sandbox (--block-fd); is it a working "
                                  "bubblewrap?")
                     return None
-                if cmd_fd is None:
+                if reached and cmd_fd is None:
                     cmd_fd = self.life.watch_command()  # the gate, about to become CMD
                     if cmd_fd is not None:
                         self.fds.append(cmd_fd)
