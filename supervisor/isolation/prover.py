@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import time
 
 from . import probe, syscalls
@@ -122,6 +123,20 @@ def become_command() -> None:
     syscalls.set_no_new_privs()
 
 
+def seal_imports() -> None:
+    """No module is loaded from here on: only built-in and frozen ones, which read no file.
+
+    Once the prover has joined the run's mount namespace, a path-based import would search
+    ``sys.path`` in the *run's* view, where a previous run may have left a module of that name
+    (the work dir, when it is on ``sys.path``) whose code would then run in the prover, beside
+    the verdict pipe. Everything the checks need is imported by the supervisor beforehand
+    (tested: tests/unit/test_prover.py); an import that was not fails closed (ImportError: the
+    run is not proven)."""
+    sys.meta_path[:] = [finder for finder in sys.meta_path
+                        if getattr(finder, "__name__", "") in ("BuiltinImporter", "FrozenImporter")]
+    sys.path_importer_cache.clear()
+
+
 def prove(pid: int, plan: dict[str, list[str]], held: probe.Held, verdict_fd: int, block_fd: int) -> None:
     """The forked prover's whole life: one line to VERDICT_FD, ``ok MS_TOTAL MS_OWN P1 ...`` or
     ``fail MESSAGE`` (the in-sandbox probe's report format). Never raises."""
@@ -130,6 +145,7 @@ def prove(pid: int, plan: dict[str, list[str]], held: probe.Held, verdict_fd: in
         started = time.monotonic()
         try:
             os.setsid()  # off the caller's terminal, as the run is
+            seal_imports()
             join(pid)
             become_command()
         except OSError as err:
