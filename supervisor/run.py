@@ -406,7 +406,8 @@ class Run:
         except OSError as err:
             session = f"cannot read the sandbox's session: {err}"
         closed_before_cmd = frozenset({self.block_fd, self.seccomp_fd, GATE_GO_FD, GATE_REACHED_FD})
-        held = probe.Held(closed_before_cmd, self.passed_stdio, session)
+        held = probe.Held(closed_before_cmd, self.passed_stdio, session,
+                          self.terminal.rdev if self.terminal is not None else None)
         verdict_r, verdict_w = os.pipe()
         init = self.init_pid
 

@@ -13,7 +13,7 @@ import sys
 
 from ..errors import NotProven, UsageError
 from ..record import record
-from .later_code import STARTUP_FILES, LaterCodeAudit, git_layout, home_link_targets, read_regular
+from .later_code import STARTUP_FILES, LaterCodeAudit, git_layout, home_link_targets
 from .listing import Listing
 from .policy import (
     FALLBACK_HOME,
@@ -299,12 +299,11 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
         protected += found.protect()
     protected += [t for t in home_targets if os.path.exists(t) and not os.path.islink(t)]
 
-    # The probe that proves the next run must not be changed by this one (working on no-docker
+    # The checks that prove the next run must not be changed by this one (working on no-docker
     # itself: the package is in the work dir).
-    program = probe_program(probe_source)
     # The supervisor package the probe belongs to (probe_source is supervisor/isolation/probe.py).
     package_dir = os.path.dirname(os.path.dirname(probe_source))
-    protected += [p for p in dict.fromkeys((probe_source, program))
+    protected += [p for p in (probe_source,)
                   if any(is_under(p, w) for w in writable_roots) and os.path.isfile(p)]
     # The Python environment that runs no-docker runs again, outside and without -I, at the next
     # `no-docker run` (its console script): a venv in the work dir let a run plant a .pth file
@@ -401,7 +400,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
             continue  # not in our mount namespace's view: nothing to reach by that name
     masked = sockets_to_mask(with_toolchain, sockets)
     return with_toolchain.replace(masked=masked, env=tuple(sorted(env.items())), probe_python=python,
-                                  probe_source=program)
+                                  probe_source=probe_source)
 
 
 def encode_plan(items: list[tuple[str, str]]) -> bytes:
@@ -412,36 +411,6 @@ def encode_plan(items: list[tuple[str, str]]) -> bytes:
             raise ValueError(f"bad plan key {key!r}")
         out.append(key + " " + value.replace("\\", "\\\\").replace("\n", "\\n"))
     return ("\n".join(out) + "\n").encode("utf-8", "surrogateescape")
-
-
-def probe_program(source: str) -> str:
-    """What bwrap runs as the probe: its compiled file when fresh, else the source.
-
-    Python compiles a script run by path on every start, and compiling probe.py costs more
-    than everything the probe does; a ``.pyc`` run by path is loaded as is. Freshness is
-    checked here (the header's source mtime and size, as the import system does), since a
-    ``.pyc`` run directly is never checked against its source.
-    """
-    import _frozen_importlib_external as bootstrap  # already loaded by every interpreter
-
-    cached = bootstrap.cache_from_source(source)
-    try:
-        st = os.stat(source)
-        # Where no-docker works on itself, __pycache__ is in the work dir: never a FIFO or a link.
-        head = read_regular(cached, 16)
-    except OSError:
-        head = b""
-    if (len(head) == 16 and head[:4] == bootstrap.MAGIC_NUMBER and head[4:8] == bytes(4)
-            and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
-            and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF):
-        return cached
-    try:
-        import py_compile
-
-        py_compile.compile(source, cfile=cached, doraise=True)
-    except (OSError, py_compile.PyCompileError):
-        return source  # read-only install without a cache: run the source
-    return cached
 
 
 def which(name: str, path: str) -> str | None:

@@ -23,12 +23,10 @@ cannot be executed.
 
 from __future__ import annotations
 
-import _signal
 import _socket
 import errno
 import os
 import stat
-import sys
 import time
 
 EXIT_NOT_PROVEN = 125
@@ -536,12 +534,15 @@ class Held:
     the supervisor passed and bwrap or the gate close before CMD: --block-fd, --seccomp, the
     gate's pipes); ``stdio``: (st_dev, st_ino) of what the supervisor passed as 0, 1, 2;
     ``session``: what the prover saw of the held process's session from outside (None: a
-    session of its own, without the caller's terminal; else what is wrong)."""
+    session of its own, without the caller's terminal; else what is wrong); ``terminal``: the
+    device of the run's own pty (the only terminal 0-2 may be)."""
 
-    def __init__(self, fds: frozenset[int], stdio: tuple[tuple[int, int], ...], session: str | None) -> None:
+    def __init__(self, fds: frozenset[int], stdio: tuple[tuple[int, int], ...], session: str | None,
+                 terminal: int | None = None) -> None:
         self.fds = fds
         self.stdio = stdio
         self.session = session
+        self.terminal = terminal  # st_rdev of the pty no-docker relays, when stdio was a terminal
 
 
 O_PATH = 0o10000000
@@ -553,14 +554,11 @@ class Probe:
     alone in the sandbox); ``check`` mode runs inside a live run, next to its processes.
     ``held``: the gate as the prover runs it, on the sandbox bwrap holds (see Held)."""
 
-    def __init__(self, plan: dict[str, list[str]], *, gate: bool, report_fd: int | None = None,
-                 release_fd: int | None = None, held: Held | None = None) -> None:
+    def __init__(self, plan: dict[str, list[str]], *, gate: bool, held: Held | None = None) -> None:
         self.plan = plan
         self.gate = gate or held is not None
         self.held = held
         self.proc = "/proc/1" if held is not None else "/proc/self"
-        self.report_fd = report_fd
-        self.release_fd = release_fd
         self._environ: dict[str, str] | None = None
         self.proven: list[str] = []
         self._mounts: list[tuple[str, bool, str, str]] | None = None
@@ -910,6 +908,23 @@ class Probe:
         command's, where there is one); no terminal of another session is visible."""
         if held.session is not None:
             raise NotProven("P8", held.session)
+        for fd in (0, 1, 2):
+            # A terminal among 0-2 must be the run's own pty: on the caller's, a command could
+            # change modes that outlive the run (tcsetattr) or signal the caller's foreground
+            # job (TIOCSWINSZ -> SIGWINCH).
+            path = f"{self.proc}/fd/{fd}"
+            try:
+                if not stat.S_ISCHR(os.stat(path).st_mode):
+                    continue
+                tty = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if os.isatty(tty) and os.fstat(tty).st_rdev != held.terminal:
+                    raise NotProven("P8", f"fd {fd} is a terminal other than the run's own (the caller's?): "
+                                    "a command could change its modes or signal the caller's jobs")
+            finally:
+                os.close(tty)
         try:
             fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
         except OSError:
@@ -1172,8 +1187,7 @@ class Probe:
     def steps(self) -> tuple[tuple[str, object], ...]:
         """The checks in the order they run: views first, connect() next, writes last."""
         return (("P1", self.p1), ("P5", self.p5), ("P6", self.p6),
-                ("P7", lambda: self.p7(tuple(fd for fd in (self.report_fd, self.release_fd)
-                                             if fd is not None))),
+                ("P7", self.p7),
                 ("P8", self.p8), ("P9", self.p9), ("P11", self.p11), ("P4", self.p4_mounts),
                 ("P2", self.p2), ("P3", self.p3), ("P12", self.p12), ("P5", self.p5_filter),
                 ("P13", self.p13),
@@ -1237,82 +1251,3 @@ class Probe:
                     pass
         self.proven = sorted(set(done), key=PROPERTIES.index)
         return [(p, "proven") for p in self.proven]
-
-
-def _fail(message: str, report_fd: int | None) -> int:
-    if report_fd is not None:
-        try:
-            os.write(report_fd, ("fail " + message.replace("\n", " ") + "\n").encode("utf-8", "replace"))
-        except OSError:
-            pass
-    os.write(2, ("no-docker: " + message + "\n").encode("utf-8", "replace"))
-    return EXIT_NOT_PROVEN
-
-
-def gate(argv: list[str]) -> int:
-    """``probe.py --plan-fd N --report-fd M -- CMD...``: prove, then exec CMD."""
-    started = time.monotonic()
-    plan_fd = report_fd = release_fd = None
-    try:
-        split = argv.index("--")
-        options, command = argv[:split], argv[split + 1:]
-        for i in range(0, len(options), 2):
-            if options[i] == "--plan-fd":
-                plan_fd = int(options[i + 1])
-            elif options[i] == "--report-fd":
-                report_fd = int(options[i + 1])
-            elif options[i] == "--release-fd":
-                release_fd = int(options[i + 1])
-            else:
-                raise ValueError(options[i])
-    except (ValueError, IndexError):
-        return _fail(f"probe: bad arguments {argv[:6]!r}", report_fd)
-    if not command or plan_fd is None:
-        return _fail("probe: no plan or no command", report_fd)
-    try:
-        size = os.fstat(plan_fd).st_size
-        plan = decode_plan(os.pread(plan_fd, size, 0))
-        os.close(plan_fd)
-    except (OSError, ValueError) as err:
-        return _fail(f"probe: cannot read the plan: {err}", report_fd)
-    probe = Probe(plan, gate=True, report_fd=report_fd, release_fd=release_fd)
-    try:
-        probe.run_all()
-        if report_fd is not None:
-            elapsed_ms = (time.monotonic() - float(one(plan, "t0", "0") or 0)) * 1000
-            own_ms = (time.monotonic() - started) * 1000
-            os.write(report_fd, f"ok {elapsed_ms:.1f} {own_ms:.1f} {' '.join(probe.proven)}\n".encode())
-            os.close(report_fd)
-        if release_fd is not None:
-            # Held until the supervisor has taken the verdict: what the mediation refuses from
-            # here on is the command's, not the probe's own tries (they are not reported).
-            released = os.read(release_fd, 1)
-            os.close(release_fd)
-            if released != b"g":
-                raise NotProven("P12", "the supervisor did not release the run after the proof")
-        probe.p7()  # after closing our own fds: only 0, 1, 2 go on to CMD
-    except NotProven as err:
-        return _fail(str(err), report_fd)
-    except OSError as err:
-        return _fail(f"probe: unexpected error: {err}", report_fd)
-    if one(plan, "quiet") != "1":
-        elapsed_ms = (time.monotonic() - float(one(plan, "t0", "0") or 0)) * 1000
-        os.write(2, f"no-docker: isolation proven in {elapsed_ms:.0f} ms ({len(probe.proven)} properties)\n"
-                 .encode())
-    # Python started with SIGPIPE and SIGXFSZ ignored, and exec keeps ignored signals ignored:
-    # give CMD the defaults, as subprocess would (`yes | head` must end).
-    for signum in (_signal.SIGPIPE, _signal.SIGXFSZ):
-        _signal.signal(signum, _signal.SIG_DFL)
-    try:
-        os.execvp(command[0], command)
-    except FileNotFoundError:
-        os.write(2, f"no-docker: {command[0]}: command not found\n".encode("utf-8", "replace"))
-        return 127
-    except OSError as err:
-        os.write(2, f"no-docker: {command[0]}: cannot execute: {err.strerror}\n".encode("utf-8", "replace"))
-        return 126
-    return 126  # not reached: execvp does not return
-
-
-if __name__ == "__main__":
-    sys.exit(gate(sys.argv[1:]))

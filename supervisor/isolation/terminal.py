@@ -136,6 +136,7 @@ class Relay:
             self.close()
             raise
         self.fds = tuple(slave if fd in ttys else stdio[fd] for fd in range(3))
+        self.rdev = os.fstat(slave).st_rdev  # the run's own pty: the only terminal it may hold (P8)
 
     # -- what Run calls ------------------------------------------------------------------
     def register(self, poller: select.poll) -> None:

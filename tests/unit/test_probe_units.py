@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -71,89 +70,33 @@ def test_try_connect_refused_for_missing_path(tmp_path):
     assert probe.try_connect(_socket.AF_UNIX, str(tmp_path / "none.sock")) == errno.ENOENT
 
 
-def _run_probe_on_host(tmp_path, plan_items, command):
-    """Run the probe exactly as a fake bwrap would: on the host, with a plan fd."""
-    data = encode_plan(plan_items)
-    fd = os.memfd_create("plan", 0)
-    os.write(fd, data)
-    marker = tmp_path / "cmd-ran"
-    try:
-        return subprocess.run([sys.executable, "-I", "-S", PROBE, "--plan-fd", str(fd), "--",
-                               "sh", "-c", f"touch {marker}"], pass_fds=(fd,), capture_output=True,
-                              text=True, timeout=30), marker
-    finally:
-        os.close(fd)
+def test_probe_on_the_host_refuses_at_p1():
+    # What a prover that joined nothing would see: the host. Refused at P1, the first check,
+    # before anything reaches out.
+    plan = {"t0": ["0"], "home": ["/nonexistent"], **{f"ns.{k}": [v] for k, v in namespace_ids().items()}}
+    with pytest.raises(probe.NotProven, match="same pid namespace") as info:
+        probe.Probe(plan, gate=True).run_all()
+    assert info.value.prop == "P1"
 
 
-def test_probe_on_the_host_refuses_at_p1_and_does_not_run_the_command(tmp_path):
-    items = [("t0", "0"), ("home", "/nonexistent")] + [(f"ns.{k}", v) for k, v in namespace_ids().items()]
-    result, marker = _run_probe_on_host(tmp_path, items, None)
-    assert result.returncode == 125
-    assert result.stderr.startswith("no-docker: P1 not proven: same pid namespace"), result.stderr
-    assert not marker.exists()
-
-
-def test_probe_with_a_lying_plan_still_refuses(tmp_path):
+def test_probe_with_a_lying_plan_still_refuses():
     # The plan claims other outside namespaces: the kernel's view still gives the host away
     # (the init pid namespace's fixed inode, or else a /proc full of outside processes).
-    items = [(f"ns.{k}", "pid:[1]") for k in ("pid", "net", "ipc", "uts")]
-    result, marker = _run_probe_on_host(tmp_path, items, None)
-    assert result.returncode == 125
-    assert ("P1 not proven: same pid namespace as outside (pid:[4026531836])" in result.stderr
-            or "P1 not proven: /proc shows" in result.stderr), result.stderr
-    assert not marker.exists()
-
-
-def test_probe_bad_arguments_refuse():
-    result = subprocess.run([sys.executable, "-I", "-S", PROBE, "--bogus", "1", "--", "true"],
-                            capture_output=True, text=True, timeout=30)
-    assert result.returncode == 125 and "bad arguments" in result.stderr
+    plan = {f"ns.{k}": ["pid:[1]"] for k in ("pid", "net", "ipc", "uts")}
+    with pytest.raises(probe.NotProven) as info:
+        probe.Probe(plan, gate=True).run_all()
+    assert info.value.prop == "P1"
+    assert ("same pid namespace as outside (pid:[4026531836])" in str(info.value)
+            or "/proc shows" in str(info.value)), info.value
 
 
 def test_probe_imports_only_cheap_stdlib():
-    argv = [sys.executable, "-I", "-S", "-X", "importtime", PROBE, "--bogus", "1", "--", "true"]
+    # The supervisor imports it for the prover on every run, and `check` inside a run.
+    code = f"import sys; sys.path.insert(0, {os.path.dirname(PROBE)!r}); import probe"
+    argv = [sys.executable, "-I", "-S", "-X", "importtime", "-c", code]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
-    assert "_socket" in imported  # the measurement works
+    assert "_socket" in imported and "probe" in imported  # the measurement works
     for heavy in ("socket", "json", "re", "enum", "subprocess", "typing"):
         assert heavy not in imported, sorted(imported)
     assert not any(name.startswith("no_docker") for name in imported)
-
-
-def test_probe_program_is_a_fresh_compiled_file(tmp_path):
-    from no_docker.supervisor.isolation.plan import probe_program
-
-    source = tmp_path / "probe.py"
-    source.write_text("print('v1')\n")
-    compiled = probe_program(str(source))
-    assert compiled.endswith(".pyc") and os.path.exists(compiled)
-    ran = subprocess.run([sys.executable, "-I", "-S", compiled], capture_output=True, text=True)
-    assert ran.stdout == "v1\n"
-    assert probe_program(str(source)) == compiled  # fresh: reused
-    source.write_text("print('v2, longer')\n")  # another size: stale, recompiled
-    assert subprocess.run([sys.executable, "-I", "-S", probe_program(str(source))], capture_output=True,
-                          text=True).stdout == "v2, longer\n"
-
-
-def test_probe_program_falls_back_to_the_source_when_it_cannot_compile(tmp_path):
-    from no_docker.supervisor.isolation.plan import probe_program
-
-    source = tmp_path / "probe.py"
-    source.write_text("print('x')\n")
-    (tmp_path / "__pycache__").write_text("not a directory")  # the cache cannot be made
-    assert probe_program(str(source)) == str(source)
-
-
-@pytest.mark.parametrize("family, host", [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
-def test_listening_tcp_lists_a_listener_of_this_namespace(family, host):
-    # P2's table of listeners (the gate proves the run's namespace has none before CMD) comes
-    # from a sock_diag dump; a listener of ours must be in it, and gone once closed.
-    with socket.socket(family) as server:
-        try:
-            server.bind((host, 0))
-        except OSError as err:
-            pytest.skip(f"no {host} here: {err}")
-        server.listen(1)
-        port = server.getsockname()[1]
-        assert port in probe.listening_tcp(family)
-    assert port not in probe.listening_tcp(family)
