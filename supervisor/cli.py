@@ -116,8 +116,9 @@ def console_main() -> None:
     status = main()
     if sys.argv[1:2] == ["run"]:
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            for stream in (sys.stdout, sys.stderr):
+                if stream is not None:  # None: the caller started us with that fd closed
+                    stream.flush()
         except (OSError, ValueError):
             sys.exit(status)  # let the interpreter report the broken stream as usual
         os._exit(status)

@@ -307,6 +307,9 @@ class Run:
         self.plan = b""
         self.env: dict[str, str] = {}
         self.passed_stdio: tuple[tuple[int, int], ...] = ()
+        self._gate_words = b""  # what the gate wrote on fd 4 (its first word, a refusal)
+        self.gate_refusal: str | None = None  # the gate refused CMD after the proof (P7)
+        self._gate_said_done = False
         self.keeper: Keeper | None = None  # the thread that spawned bwrap (its death signal's "parent")
         self.mediator: Mediator | None = None  # P12: answers every connect() of the run
         self.sentinel: Sentinel | None = None
@@ -489,11 +492,30 @@ class Run:
             proven = self.report_line.startswith("ok ")
             if not proven:
                 print(f"no-docker: {self.report_line[5:]}", file=sys.stderr)
-            elif not self.quiet:
-                fields = self.report_line.split(" ")
+            self._release(proven)
+
+    def _on_gate(self) -> bool | None:
+        """What the gate said on fd 4: True at its first word (it runs), None at EOF (closed
+        before CMD, or bwrap gone without starting it), False otherwise. A refusal after the
+        first word (P7 at the last look) is kept in ``gate_refusal`` and said."""
+        try:
+            chunk = os.read(self.reached_r, 4096)
+        except BlockingIOError:
+            return False
+        if chunk:
+            first = not self._gate_words
+            self._gate_words += chunk
+            return first
+        if len(self._gate_words) > 1 and self.gate_refusal is None:
+            self.gate_refusal = self._gate_words[1:].decode("utf-8", "replace")[:500]
+            print(f"no-docker: {self.gate_refusal}", file=sys.stderr)
+        elif self._gate_words and not self._gate_said_done and (self.report_line or "").startswith("ok "):
+            self._gate_said_done = True  # the gate let CMD start: said once, before CMD's output
+            if not self.quiet:
+                fields = self.report_line.split(" ")  # type: ignore[union-attr]
                 print(f"no-docker: isolation proven in {float(fields[1]):.0f} ms ({len(fields) - 3} "
                       "properties)", file=sys.stderr)
-            self._release(proven)
+        return None
 
     def _refuse(self, message: str) -> None:
         """Not proven, said by the supervisor itself (the prover never got to say anything)."""
@@ -591,9 +613,9 @@ class Run:
                 if events[self.report_r] & select.POLLHUP and not events[self.report_r] & select.POLLIN:
                     poller.unregister(self.report_r)
             if self.reached_r in events:
-                poller.unregister(self.reached_r)
-                # The gate's word; EOF without one: bwrap is gone before it (its exit says why).
-                reached = bool(_drain(self.reached_r))
+                reached = self._on_gate()
+                if reached is None:
+                    poller.unregister(self.reached_r)
                 if reached and not (self.report_line or "").startswith("ok "):
                     # The gate runs, and the sandbox was never released: bwrap did not hold it.
                     self._refuse("P1 not proven: the command's gate started before the proof: "
@@ -613,6 +635,9 @@ class Run:
                 code = self._reap()
                 self._on_status()
                 self._on_report()
+                for _ in range(8):  # the gate's last words (its refusal); a writer left is not waited for
+                    if self.reached_r < 0 or self._on_gate() is None:
+                        break
                 return code
 
     def _reap(self) -> int:
@@ -834,8 +859,20 @@ class _Signals:
         os.close(self.wakeup_w)
 
 
+def give_closed_stdio_devnull() -> None:
+    """A 0, 1 or 2 that the caller closed gets /dev/null (the lowest free number is the one
+    missing). Left closed, the next fd the supervisor opens takes that number, and a pipe or
+    memfd of ours would become the run's stdio (red-team review: exit 1 and a traceback)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.set_inheritable(os.open(os.devnull, os.O_RDWR), True)
+
+
 def main(argv: list[str]) -> int:
     started = time.monotonic()
+    give_closed_stdio_devnull()
     if argv[:1] in (["-h"], ["--help"]):
         from .isolation.run_help import HELP
 
@@ -942,7 +979,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     ended = time.monotonic()
     network_attempts = run.network.attempts() if run.network is not None else 0
     report = run.report_line or ""
-    proven = report.startswith("ok ")
+    proven = report.startswith("ok ") and run.gate_refusal is None
     later_code = audit.changes()
     if config_table(policy.work) != config_before:
         later_code.append(f"{policy.work}/pyproject.toml [tool.no-docker] (the next run's defaults)")
@@ -979,7 +1016,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         hint = subdirectory_hint(policy.work, report[5:]) if report.startswith("fail ") else None
         if hint:
             print(f"no-docker: {hint}", file=sys.stderr)
-        if not report.startswith("fail "):
+        if not report.startswith("fail ") and run.gate_refusal is None:
             if "child-pid" not in run.status and not os.environ.get("NO_DOCKER_BWRAP"):
                 detail = ("bubblewrap could not create the sandbox (its message is above); if it cannot "
                           "create namespaces, enable user namespaces (sysctl user.max_user_namespaces, "
@@ -990,8 +1027,8 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             elif inside_a_run():
                 detail = NESTED_LINE
             else:
-                detail = (f"the probe never reported from inside (is {bwrap} a working bubblewrap?); "
-                          "the command was not started by the probe")
+                detail = (f"the sandbox was never proven (is {bwrap} a working bubblewrap?); "
+                          "the command was not started")
             print(f"no-docker: isolation not proven: {detail}", file=sys.stderr)
     line = refusal_line(refused)
     if line:
@@ -1007,7 +1044,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         doc = {
             "command": list(request.command), "proven": proven, "exit_status": status,
             "properties": fields[3:] if proven else [],
-            "failed": report[5:] if report.startswith("fail ") else None,
+            "failed": report[5:] if report.startswith("fail ") else run.gate_refusal,
             "signal": pending[0] if pending else None, "bwrap": bwrap, "work": policy.work,
             "masked_sockets": list(policy.masked), "listing": listing_json,
             "run_id": life.run_id, "ending": ending.to_json(), "later_code": later_code,

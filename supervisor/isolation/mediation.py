@@ -296,6 +296,9 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
         os.set_inheritable(fd, True)
     actions: list[tuple] = [(os.POSIX_SPAWN_DUP2, source, target)
                             for target, source in enumerate(stdio) if source != target]
+    for target, source in enumerate(stdio):
+        if source == target:
+            os.set_inheritable(source, True)  # no dup2 clears close-on-exec there
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd > 2 and fd not in pass_fds:

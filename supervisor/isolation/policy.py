@@ -208,27 +208,31 @@ def _strictly_under(path: str, root: str) -> bool:
 
 # The gate: what bwrap runs once the supervisor releases the sandbox it holds (--block-fd),
 # with CMD as its arguments: the shell that every system has (dash: ~1 ms), no second Python.
-# It tells the supervisor it was reached (fd 4): before the release that means bwrap did not
-# hold the sandbox (a fake or weakened NO_DOCKER_BWRAP), and the run is refused. It then waits
-# for the supervisor's verdict (fd 3): only "go" execs CMD; anything else, EOF included (the
-# supervisor refused, or is gone), exits 125 with CMD never started. Last, in the run's own
+# It tells the supervisor it was reached (a byte on fd 4): before the release that means bwrap
+# did not hold the sandbox (a fake or weakened NO_DOCKER_BWRAP), and the run is refused. It then
+# waits for the supervisor's verdict (fd 3): only "go" execs CMD; anything else, EOF included
+# (the supervisor refused, or is gone), exits 125 with CMD never started. Last, in the run's own
 # view, it proves that no descriptor but 0-2 crosses into CMD (P7): the ones bwrap held while
 # the prover looked were closed on the way (bwrap's /proc, --block-fd, --seccomp), and one left
-# open here is refused. (`[ -e ]` after the glob: the directory's own descriptor is gone.)
+# open here is refused, said on fd 4 for the supervisor (`[ -e ]` after the glob: the
+# directory's own descriptor is gone by then). fd 4 is closed right before CMD: EOF there
+# without a refusal means CMD was started. A name starting with "-" would be an option to
+# `command`: no such command is run (env(1) refuses them too).
 GATE_GO_FD, GATE_REACHED_FD = 3, 4
 GATE_FD_CHECK = (
     'for f in /proc/$$/fd/*; do\n'
-    '  case ${f##*/} in 0|1|2) ;; *) if [ -e "$f" ]; then\n'
-    '    echo "no-docker: P7 not proven: fd ${f##*/} crossed into the run" >&2; exit 125; fi;; esac\n'
+    '  case ${f##*/} in 0|1|2|4) ;; *) if [ -e "$f" ]; then\n'
+    '    printf "P7 not proven: fd %s crossed into the run" "${f##*/}" >&4; exit 125; fi;; esac\n'
     'done\n'
 )
 GATE_SCRIPT = (
     'printf x >&4 || exit 125\n'
-    'exec 4>&-\n'
     'IFS= read -r go <&3 || go=\n'
     'exec 3<&-\n'
     '[ "$go" = go ] || exit 125\n'
     + GATE_FD_CHECK +
+    'exec 4>&-\n'
+    'case $1 in -*|"") echo "no-docker: $1: command not found" >&2; exit 127;; esac\n'
     'command -v "$1" >/dev/null || { echo "no-docker: $1: command not found" >&2; exit 127; }\n'
     'case $1 in */*) [ -x "$1" ] && [ ! -d "$1" ] || {\n'
     '  echo "no-docker: $1: cannot execute: Permission denied" >&2; exit 126; };; esac\n'

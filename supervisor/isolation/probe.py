@@ -56,6 +56,7 @@ DENIED_NAMES = frozenset({
 })
 DENIED_PREFIXES = ("DOCKER_", "CONTAINER_", "CONTAINERD_", "DBUS_", "PODMAN_", "BUILDKIT_", "KUBE",
                    "BASH_FUNC_")
+SAFE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshenv", ".zshrc",
                  ".zprofile", ".zlogin")
 # Writable mounts never allowed below these, whatever the plan says (work dirs do live under
@@ -737,8 +738,10 @@ class Probe:
             candidate = os.path.join(directory, "sudo")
             if os.access(candidate, os.X_OK):
                 try:
+                    # A fixed environment: the run's may name libraries in the work dir
+                    # (LD_LIBRARY_PATH kept), whose code must not run while it is proven.
                     self.sudo_pid = os.posix_spawn(
-                        candidate, [candidate, "-n", "true"], environ,
+                        candidate, [candidate, "-n", "true"], {"PATH": SAFE_PATH, "LC_ALL": "C"},
                         file_actions=[(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
                                       (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
                                       (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)])
@@ -1235,6 +1238,12 @@ class Probe:
                 done.append(prop)
             self.finish_sudo()
             self.finish_userns_try()
+            if self.held is not None:
+                # Every try's process is gone: the held process is alone again, as when the
+                # proof began (nothing the tries started may live on into CMD's run).
+                others = sorted(set(visible_pids()) - {1})
+                if others:
+                    raise NotProven("P1", f"processes {others[:5]} of the proof outlived it")
         finally:
             if self.userns_try is not None:
                 os.close(self.userns_try[1])

@@ -123,6 +123,25 @@ def become_command() -> None:
     syscalls.set_no_new_privs()
 
 
+def keep_only(fd: int) -> None:
+    """Close every descriptor of this process but FD; 0-2 become /dev/null.
+
+    The prover is a fork of the supervisor: it holds the connect mediation's listener, the
+    gate's and the block fd's write ends, and whatever the caller let the supervisor inherit.
+    Its children (the P9 try, ``sudo``) are in the run's pid namespace while the sandbox is
+    held, and a process there reaches much through /proc (the prover's fds and memory through
+    the held process's O_PATH /proc of the host, its pipes through /proc/1/fd): none of it may
+    be there to reach (red-team review of the prover)."""
+    null = os.open("/dev/null", os.O_RDWR)
+    for target in (0, 1, 2):
+        if target != fd:
+            os.dup2(null, target)
+    if null > 2 and null != fd:
+        os.close(null)
+    os.closerange(3, fd)
+    os.closerange(max(fd + 1, 3), 1 << 20)
+
+
 def seal_imports() -> None:
     """No module is loaded from here on: only built-in and frozen ones, which read no file.
 
@@ -141,6 +160,7 @@ def prove(pid: int, plan: dict[str, list[str]], held: probe.Held, verdict_fd: in
     """The forked prover's whole life: one line to VERDICT_FD, ``ok MS_TOTAL MS_OWN P1 ...`` or
     ``fail MESSAGE`` (the in-sandbox probe's report format). Never raises."""
     try:
+        keep_only(verdict_fd)
         await_held(pid, block_fd)
         started = time.monotonic()
         try:
