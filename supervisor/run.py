@@ -326,13 +326,14 @@ class Run:
             raise NotProven("isolation", f"cannot start {argv[0]}: not an executable file",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP")
         try:
-            with self.life.cgroup_entered():  # bwrap, and all it forks, is born in the run's cgroup
+            with self.life.into_cgroup() as into:  # bwrap, and all it forks, is born in the run's cgroup
                 # P12: bwrap and everything it starts carry the connect filter, whose listener
                 # only this process holds (mediation.spawn_filtered).
                 self.pid, listener, self.keeper = mediation.spawn_filtered(
                     argv, dict(os.environ),
                     pass_fds=(data_fd, plan_fd, seccomp_fd, report_w, status_w, release_r),
-                    stdio=self.terminal.fds if self.terminal is not None else self.stdio.fds)
+                    stdio=self.terminal.fds if self.terminal is not None else self.stdio.fds,
+                    cgroup_fd=into.fd, enter_cgroup=into.enter)
         except OSError as err:
             raise NotProven("isolation", f"cannot start {argv[0]}: {err.strerror}",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP") from err

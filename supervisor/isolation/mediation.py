@@ -56,6 +56,10 @@ import time
 from ..record import Factory, record
 from . import sockdiag
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (run path)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 # --- the filter -----------------------------------------------------------------------------
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # Syscall numbers (syscall_64.tbl; asm-generic/unistd.h for aarch64).
@@ -261,7 +265,8 @@ def decide(sock_family: int, address: Address, *, same_netns: bool, target: str 
 
 # --- starting bwrap under the filter ------------------------------------------------------
 def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...],
-                   arch: str | None = None, stdio: tuple[int, int, int] = (0, 1, 2)
+                   arch: str | None = None, stdio: tuple[int, int, int] = (0, 1, 2),
+                   cgroup_fd: int | None = None, enter_cgroup: Callable[[], None] | None = None
                    ) -> tuple[int, int, Keeper]:
     """Start ARGV (bwrap) under the mediation filter: (its pid, the listener fd, the keeper of
     the thread that spawned it).
@@ -270,11 +275,17 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
     child inherits the filter of the thread that creates it. So a short-lived thread of the
     supervisor installs the filter on itself (and no_new_privs when not root, per thread
     too), takes the listener fd (close-on-exec: the sandbox never holds it, it could answer its
-    own connects), ``posix_spawn``s bwrap, and ends, taking its filter with it. Cheaper than a
-    ``fork`` of the whole supervisor, which the first version did. The child gets STDIO as
-    0, 1, 2 (P7: the stdio relay's pipes, isolation/stdio.py), PASS_FDS, and no other fd
-    (as ``run.spawn`` does), default SIGPIPE/SIGXFSZ. MediationError when the filter cannot be
-    installed; OSError when bwrap cannot be started."""
+    own connects), spawns bwrap, and ends, taking its filter with it. Cheaper than a ``fork``
+    of the whole supervisor, which the first version did. The child gets STDIO as 0, 1, 2 (P7:
+    the stdio relay's pipes, isolation/stdio.py), PASS_FDS, and no other fd (as ``run.spawn``
+    does), default SIGPIPE/SIGXFSZ. MediationError when the filter cannot be installed;
+    OSError when bwrap cannot be started.
+
+    CGROUP_FD (a cgroup v2 directory): bwrap is born in it (``syscalls.spawn_into_cgroup``),
+    so we never move ourselves into the run's cgroup, which costs a grace period each way.
+    Where the kernel refuses that clone3, ENTER_CGROUP is called (it moves this process into
+    the cgroup; the caller moves it back) and bwrap is ``posix_spawn``ed as without CGROUP_FD.
+    """
     from . import syscalls as _linux
 
     _linux.load()
@@ -282,21 +293,27 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
     flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
     for fd in pass_fds:
         os.set_inheritable(fd, True)
-    actions: list[tuple] = [(os.POSIX_SPAWN_DUP2, source, target)
-                            for target, source in enumerate(stdio) if source != target]
+    dups = [(source, target) for target, source in enumerate(stdio) if source != target]
+    closes = []
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd > 2 and fd not in pass_fds:
             try:
                 if os.get_inheritable(fd):
-                    actions.append((os.POSIX_SPAWN_CLOSE, fd))
+                    closes.append(fd)
             except OSError:
                 continue  # the descriptor listdir used, closed by now
+    sigdef = (signal.SIGPIPE, signal.SIGXFSZ)
     no_new_privs = os.geteuid() != 0
     done = _thread.allocate_lock()
     done.acquire()
     keeper = Keeper()
     result: dict[str, object] = {}
+
+    def posix_spawn() -> int:
+        actions: list[tuple] = [(os.POSIX_SPAWN_DUP2, source, target) for source, target in dups]
+        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in closes]
+        return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsigdef=sigdef)
 
     def spawn() -> None:
         try:
@@ -306,8 +323,17 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
                 result["listener"] = _linux.install_filter(prog, flags)
             except OSError as err:
                 raise MediationError(f"{argv[0]}: {err}") from err
-            result["pid"] = os.posix_spawn(argv[0], argv, env, file_actions=actions,
-                                           setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+            if cgroup_fd is None:
+                result["pid"] = posix_spawn()
+            else:
+                try:
+                    result["pid"] = _linux.spawn_into_cgroup(argv[0], argv, env, cgroup_fd, dups=dups,
+                                                             closes=closes, sigdef=sigdef)
+                except _linux.NoCloneIntoCgroup:
+                    if enter_cgroup is None:
+                        raise
+                    enter_cgroup()
+                    result["pid"] = posix_spawn()
         except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
             result["error"] = err
             keeper.release()
