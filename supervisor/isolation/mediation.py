@@ -293,27 +293,32 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
     flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
     for fd in pass_fds:
         os.set_inheritable(fd, True)
-    dups = [(source, target) for target, source in enumerate(stdio) if source != target]
-    closes = []
+    actions: list[tuple] = [(os.POSIX_SPAWN_DUP2, source, target)
+                            for target, source in enumerate(stdio) if source != target]
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd > 2 and fd not in pass_fds:
             try:
                 if os.get_inheritable(fd):
-                    closes.append(fd)
+                    actions.append((os.POSIX_SPAWN_CLOSE, fd))
             except OSError:
                 continue  # the descriptor listdir used, closed by now
-    sigdef = (signal.SIGPIPE, signal.SIGXFSZ)
     no_new_privs = os.geteuid() != 0
     done = _thread.allocate_lock()
     done.acquire()
     keeper = Keeper()
     result: dict[str, object] = {}
 
-    def posix_spawn() -> int:
-        actions: list[tuple] = [(os.POSIX_SPAWN_DUP2, source, target) for source, target in dups]
-        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in closes]
-        return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsigdef=sigdef)
+    def spawn_bwrap() -> int:
+        how = {"file_actions": actions, "setsigdef": (signal.SIGPIPE, signal.SIGXFSZ)}
+        if cgroup_fd is not None:
+            try:
+                return _linux.spawn_into_cgroup(argv[0], argv, env, cgroup_fd, **how)
+            except _linux.NoCloneIntoCgroup:
+                if enter_cgroup is None:
+                    raise
+                enter_cgroup()
+        return os.posix_spawn(argv[0], argv, env, **how)
 
     def spawn() -> None:
         try:
@@ -323,17 +328,7 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
                 result["listener"] = _linux.install_filter(prog, flags)
             except OSError as err:
                 raise MediationError(f"{argv[0]}: {err}") from err
-            if cgroup_fd is None:
-                result["pid"] = posix_spawn()
-            else:
-                try:
-                    result["pid"] = _linux.spawn_into_cgroup(argv[0], argv, env, cgroup_fd, dups=dups,
-                                                             closes=closes, sigdef=sigdef)
-                except _linux.NoCloneIntoCgroup:
-                    if enter_cgroup is None:
-                        raise
-                    enter_cgroup()
-                    result["pid"] = posix_spawn()
+            result["pid"] = spawn_bwrap()
         except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
             result["error"] = err
             keeper.release()

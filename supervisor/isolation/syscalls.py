@@ -18,17 +18,19 @@ Every function raises ``OSError`` with the call's errno; callers turn it into do
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
+import sys
 
 # Syscall numbers (arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h).
 _NR = {
     "x86_64": {"seccomp": 317, "setns": 308, "pidfd_getfd": 438, "openat2": 437, "unshare": 272,
                "clone3": 435, "dup3": 292, "close": 3, "rt_sigaction": 13, "execve": 59,
-               "exit_group": 231, "mmap": 9, "munmap": 11},
+               "exit_group": 231, "mmap": 9, "munmap": 11, "setsid": 112, "fcntl": 72},
     "aarch64": {"seccomp": 277, "setns": 268, "pidfd_getfd": 438, "openat2": 437, "unshare": 97,
                 "clone3": 435, "dup3": 24, "close": 57, "rt_sigaction": 134, "execve": 221,
-                "exit_group": 94, "mmap": 222, "munmap": 215},
+                "exit_group": 94, "mmap": 222, "munmap": 215, "setsid": 157, "fcntl": 25},
 }
 CLONE_NEWNET = 0x40000000
 # openat2(2) RESOLVE_* (linux/openat2.h)
@@ -40,6 +42,7 @@ CLONE_VFORK, CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP = 0x4000, 0x100000000, 0x200
 SIGCHLD = 17  # x86_64 and aarch64 alike
 SIGSET_SIZE = 8  # the kernel's sigset_t: _NSIG / 8
 PROT_READ_WRITE, MAP_SHARED_ANONYMOUS, PAGE = 0x3, 0x21, 4096
+F_SETFD = 2
 
 _libc = None
 _nr: dict[str, int] = {}
@@ -87,9 +90,16 @@ def load() -> None:
 
     handle = _ctypes.dlopen(None, os.RTLD_NOW)
 
+    arrays: dict[int, type] = {}
+
     def buffer(data: bytes) -> object:
         """A writable C char array holding DATA (for pointers the kernel reads or fills)."""
-        array = type("CharArray", (_ctypes.Array,), {"_type_": Char, "_length_": max(1, len(data))})
+        size = max(1, len(data))
+        array = arrays.get(size)
+        if array is None:
+            if len(arrays) >= 64:  # bounded: sizes vary with argv and the environment
+                arrays.clear()
+            array = arrays[size] = type("CharArray", (_ctypes.Array,), {"_type_": Char, "_length_": size})
         return array.from_buffer_copy(data) if data else array()
 
     clone3 = HeldErrnoCall(_ctypes.dlsym(handle, "syscall"))
@@ -199,32 +209,33 @@ def clone_args(flags: int, cgroup: int, exit_signal: int = SIGCHLD) -> bytes:
 def exec_strings(path: str, argv: list[str], env: dict[str, str]) -> tuple[bytes, list[int], list[int]]:
     """execve(2)'s strings in one blob, each NUL-terminated: PATH at offset 0, then ARGV, then
     ENV as ``KEY=VALUE``; returns (blob, offsets of the ARGV strings, offsets of the ENV ones).
-    ValueError where ``os.posix_spawn`` raises one: an embedded NUL, ``=`` in a key, no argv."""
+    Encoded as ``os.fsencode`` does. ValueError where ``os.posix_spawn`` raises one: an
+    embedded NUL, an empty key or ``=`` in a key, no argv."""
     if not argv:
         raise ValueError("argv must not be empty")
-    parts = [os.fsencode(path), *(os.fsencode(a) for a in argv)]
-    for key, value in env.items():
-        k = os.fsencode(key)
-        if not k or b"=" in k:
+    for key in env:
+        if not key or "=" in key:
             raise ValueError(f"illegal environment variable name {key!r}")
-        parts.append(k + b"=" + os.fsencode(value))
-    offsets, at = [], 0
-    for part in parts:
-        if b"\0" in part:
-            raise ValueError("embedded null byte")
-        offsets.append(at)
-        at += len(part) + 1
-    return b"\0".join(parts) + b"\0", offsets[1:1 + len(argv)], offsets[1 + len(argv):]
+    items = [path, *argv, *[f"{k}={v}" for k, v in env.items()]]
+    text = "\0".join(items)  # one encode, not one per string: this is on every run's path
+    if text.count("\0") != len(items) - 1:
+        raise ValueError("embedded null byte")
+    blob = text.encode(sys.getfilesystemencoding(), "surrogateescape") + b"\0"
+    offsets = [0, *itertools.accumulate(len(part) + 1 for part in blob.split(b"\0")[:-2])]
+    return blob, offsets[1:1 + len(argv)], offsets[1 + len(argv):]
 
 
 def spawn_into_cgroup(path: str, argv: list[str], env: dict[str, str], cgroup_fd: int, *,
-                      dups: list[tuple[int, int]] | tuple = (), closes: list[int] | tuple = (),
-                      sigdef: tuple[int, ...] = ()) -> int:
-    """Start PATH with ARGV and ENV as a child of the calling thread, born in the cgroup v2
-    directory CGROUP_FD (``clone3(CLONE_INTO_CGROUP)``, Linux 5.7): its pid.
-
-    What ``os.posix_spawn`` with file actions does, in this order: ``dup3`` each (source,
-    target) of DUPS, close each fd of CLOSES, the signals of SIGDEF to SIG_DFL; then execve.
+                      file_actions: list[tuple] | tuple = (), setsigdef: tuple[int, ...] = (),
+                      setsid: bool = False) -> int:
+    """``os.posix_spawn(path, argv, env, file_actions=..., setsigdef=..., setsid=...)``, with
+    the child born in the cgroup v2 directory CGROUP_FD (``clone3(CLONE_INTO_CGROUP)``, Linux
+    5.7) as a child of the calling thread: its pid. FILE_ACTIONS are posix_spawn's
+    ``(os.POSIX_SPAWN_DUP2, fd, new_fd)`` and ``(os.POSIX_SPAWN_CLOSE, fd)``, done in order
+    after SETSIGDEF and SETSID, as glibc's posix_spawn does them (``dup3``: the new fd is
+    inheritable); ValueError for any other action. Unlike posix_spawn, a failed action is not
+    reported (the child cannot branch, below): the fds are the caller's own and open, so only
+    EMFILE could fail a dup3, and a close that fails leaves nothing open.
 
     Why not posix_spawn into a cgroup we moved ourselves into: each move writes ``cgroup.procs``
     and takes ``cgroup_threadgroup_rwsem`` for writing, which first waits for a whole RCU grace
@@ -242,13 +253,14 @@ def spawn_into_cgroup(path: str, argv: list[str], env: dict[str, str], cgroup_fd
       a thread that does not exist there). So the child runs no bytecode at all: the whole list
       (clone3 first) is one C-level iteration, ``deque(starmap(operator.call, steps), 0)``,
       and the clone3 result passes ``{0: 0}.__getitem__`` in C: 0 (the child) lets the list go
-      on, a pid (the parent) raises KeyError, which ends the list there;
+      on, a pid (the parent) raises KeyError, which ends the list there (-1: no child, errno);
     - the cyclic GC (it can run finalizers, i.e. bytecode, from an allocation) is disabled
       around the clone; the child allocates only small objects (tuples, ints: pymalloc, under
       the GIL), never libc's malloc, whose locks another thread may hold;
     - signals: CLONE_CLEAR_SIGHAND (5.5) has the kernel reset every caught signal to SIG_DFL in
       the child (ignored ones stay ignored: posix_spawn's rule), so no handler of ours ever
-      runs there; SIGDEF are then reset explicitly, as ``setsigdef``;
+      runs there; SETSIGDEF are then reset explicitly; the signal mask is the calling
+      thread's, as with posix_spawn without ``setsigmask``;
     - everything the child uses (strings, pointer arrays, clone_args, argument objects) is
       built here, before the clone. (An audit hook added with ``sys.addaudithook`` would run
       for each call, in the child too; no-docker adds none.)
@@ -262,12 +274,27 @@ def spawn_into_cgroup(path: str, argv: list[str], env: dict[str, str], cgroup_fd
     import _collections
     import _operator
     import gc
-    import itertools
 
     load()
     lib = _libc
     assert lib is not None
     c, long_, held = lib["ctypes"], lib["Long"], lib["held"]
+
+    def step(name: str, *values: object) -> tuple:
+        return (held, long_(_nr[name]), *(long_(v) if isinstance(v, int) else v for v in values))
+
+    default = lib["buffer"](bytes(32))  # struct sigaction {SIG_DFL, 0, 0, 0}: x86_64 and arm64
+    child = [step("rt_sigaction", signum, default, 0, SIGSET_SIZE) for signum in setsigdef]
+    if setsid:
+        child.append(step("setsid"))
+    for action in file_actions:
+        if action[0] == os.POSIX_SPAWN_DUP2 and len(action) == 3:
+            child.append(step("dup3", action[1], action[2], 0) if action[1] != action[2]
+                         else step("fcntl", action[1], F_SETFD, 0))  # posix_spawn: clears CLOEXEC
+        elif action[0] == os.POSIX_SPAWN_CLOSE and len(action) == 2:
+            child.append(step("close", action[1]))
+        else:
+            raise ValueError(f"file action {action!r} is not supported here")
     blob, argv_at, env_at = exec_strings(path, argv, env)
     strings = lib["buffer"](blob)
     base = c.addressof(strings)
@@ -276,20 +303,13 @@ def spawn_into_cgroup(path: str, argv: list[str], env: dict[str, str], cgroup_fd
     argv_p = c.addressof(pointers)
     envp_p = argv_p + struct.calcsize("P") * (len(argv_at) + 1)
     args = lib["buffer"](clone_args(CLONE_INTO_CGROUP | CLONE_CLEAR_SIGHAND | CLONE_VFORK, cgroup_fd))
-    default = lib["buffer"](bytes(32))  # struct sigaction {SIG_DFL, 0, 0, 0}: x86_64 and arm64
     errno_at = lib["errno_location"]()  # this thread's errno: the child's too (a copy of it)
     shared = _syscall("mmap", 0, PAGE, PROT_READ_WRITE, MAP_SHARED_ANONYMOUS, -1, 0)  # zeroed
     try:
-        def step(name: str, *values: object) -> tuple:
-            return (held, long_(_nr[name]), *(long_(v) if isinstance(v, int) else v for v in values))
-
-        steps = [(lib["clone3"], long_(_nr["clone3"]), args, long_(len(clone_args(0, 0))))]
-        steps += [step("dup3", source, target, 0) for source, target in dups]
-        steps += [step("close", fd) for fd in closes]
-        steps += [step("rt_sigaction", signum, default, 0, SIGSET_SIZE) for signum in sigdef]
-        steps += [step("execve", base, argv_p, envp_p),
-                  (lib["memcpy"], long_(shared), long_(errno_at), long_(4)),  # execve failed
-                  step("exit_group", 127)]
+        steps = [(lib["clone3"], long_(_nr["clone3"]), args, long_(len(clone_args(0, 0)))), *child,
+                 step("execve", base, argv_p, envp_p),
+                 (lib["memcpy"], long_(shared), long_(errno_at), long_(4)),  # execve failed
+                 step("exit_group", 127)]
         gc_was = gc.isenabled()
         gc.disable()
         try:
