@@ -266,9 +266,11 @@ def spawn_into_cgroup(path: str, argv: list[str], env: dict[str, str], cgroup_fd
       for each call, in the child too; no-docker adds none.)
     CLONE_VFORK: the parent thread waits, holding the GIL, until the child has exec'd (its copy
     of our memory released) or exited. No other thread of ours runs meanwhile (a fraction of a
-    millisecond), and when clone3 returns the outcome is known: an execve that failed has had
-    the child copy libc's errno (its address is this thread's, so also the child's) into a
-    shared page before exiting; it comes back as OSError once the child is reaped.
+    millisecond; longer only while the exec itself blocks, PATH on a hung network file system
+    say, and signal handlers run after it), and when clone3 returns the outcome is known: an
+    execve that failed has had the child copy libc's errno (its address is this thread's, so
+    also the child's) into a shared page before exiting; it comes back as OSError once the
+    child is reaped.
     NoCloneIntoCgroup when clone3 itself failed (no child exists).
     """
     import _collections
@@ -312,10 +314,15 @@ def spawn_into_cgroup(path: str, argv: list[str], env: dict[str, str], cgroup_fd
                  step("exit_group", 127)]
         gc_was = gc.isenabled()
         gc.disable()
+        me = os.getpid()
         try:
             _collections.deque(itertools.starmap(_operator.call, steps), 0)
         except KeyError as parent:
             pid = parent.args[0]
+        except BaseException:  # pragma: no cover - every argument is converted before the clone
+            if os.getpid() != me:
+                os._exit(127)  # never the caller's code in the child: the parent waits (vfork)
+            raise
         else:  # pragma: no cover - the child, had exit_group returned: it cannot
             os._exit(127)
         finally:
