@@ -73,12 +73,6 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     module_name = COMMANDS[name][0]
-    if name == "run":
-        # Before the run path is imported: the kernel's grace period for the first cgroup move
-        # then elapses during the imports (cgroup.warm_migration says why).
-        from .ending.cgroup import warm_migration
-
-        warm_migration()
     try:
         __import__(module_name)  # not importlib.import_module: importlib costs on every run
         module = sys.modules[module_name]

@@ -369,13 +369,14 @@ class Run:
             raise NotProven("isolation", f"cannot start {argv[0]}: not an executable file",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP")
         try:
-            with self.life.cgroup_entered():  # bwrap, and all it forks, is born in the run's cgroup
+            with self.life.into_cgroup() as into:  # bwrap, and all it forks, is born in the run's cgroup
                 # P12: bwrap and everything it starts carry the connect filter, whose listener
                 # only this process holds (mediation.spawn_filtered), and the deny filter.
                 self.pid, listener, self.keeper = mediation.spawn_filtered(
                     argv, env, pass_fds=(data_fd, seccomp_fd, status_w, block_r),
                     stdio=given, deny_filter=deny, new_session=True,
-                    fixed_fds=((go_r, GATE_GO_FD), (reached_w, GATE_REACHED_FD)))
+                    fixed_fds=((go_r, GATE_GO_FD), (reached_w, GATE_REACHED_FD)),
+                    cgroup_fd=into.fd, enter_cgroup=into.enter)
         except OSError as err:
             raise NotProven("isolation", f"cannot start {argv[0]}: {err.strerror}",
                             "install bubblewrap (apt-get install bubblewrap) or fix NO_DOCKER_BWRAP") from err

@@ -18,7 +18,6 @@ was asked for and cannot be set is an error (fail closed), never silently droppe
 
 from __future__ import annotations
 
-import _thread
 import errno
 import os
 import time
@@ -333,35 +332,6 @@ def v2_parent(
             return None
         return base
     return None
-
-
-def warm_migration() -> None:
-    """Start, on a thread, a no-op move of ourselves into the cgroup we are already in.
-
-    Why: a write to ``cgroup.procs`` takes ``cgroup_threadgroup_rwsem`` for writing
-    (``cgroup_attach_lock``), and ``percpu_down_write`` first waits in ``rcu_sync_enter`` for a
-    full RCU grace period unless a writer passed through within about one grace period before
-    (kernel/rcu/sync.c: GP_PASSED / GP_EXIT). Measured here: 5-28 ms for the first move of the
-    run, 0.1 ms for a move right after another. ``no-docker run`` calls this first thing, so the
-    grace period elapses while the interpreter imports the run path and lists the outside, and
-    the real move into the run's cgroup (``RunLifecycle``) finds the lock warm. The move
-    changes nothing (same cgroup); a cgroup we may not write is simply skipped.
-    """
-    try:
-        parent = v2_parent()
-    except OSError:
-        return
-    if parent is None:
-        return
-    procs = f"{parent}/cgroup.procs"
-
-    def move() -> None:
-        try:
-            _write(procs, str(os.getpid()))
-        except OSError:
-            pass  # only a warm-up: the run's own move reports its errors
-
-    _thread.start_new_thread(move, ())
 
 
 def _v2_has_pids(parent: str) -> bool:

@@ -5,9 +5,10 @@ The API ``run.py`` uses::
     # stale check, run marker, cgroup (+ pids limit); a subreaper where there is no cgroup
     with RunLifecycle(argv, max_pids=N, end_timeout=10.0, subreaper=True) as life:
         life.spawning()                                                # record: bwrap may exist now
-        with life.cgroup_entered():                                    # children are born inside
-            pid = os.posix_spawn(bwrap, argv, env)                     # (or Popen(preexec_fn=
-        life.launched(pid)                                             #   life.spawn_hook()))
+        with life.into_cgroup() as into:                               # bwrap is born inside
+            pid = spawn(bwrap, argv, cgroup_fd=into.fd, enter_cgroup=into.enter)
+        life.launched(pid)        # (or `with life.cgroup_entered(): os.posix_spawn(...)`, or
+                                  #  Popen(preexec_fn=life.spawn_hook()): both move a process)
         life.set_init(child_pid_from_info_fd)                          # pidfd + namespace identity
         status = life.reap(block=True)                                 # bwrap's exit code
         report = life.end()        # kill, prove; marker + cgroup removed only when proven
@@ -56,7 +57,8 @@ class RunLifecycle:
         self.use_cgroup = use_cgroup
         self.check_stale = check_stale
         self.subreaper = subreaper  # become a child subreaper when there is no cgroup
-        # Start moving ourselves into the run's cgroup as soon as it exists (see _start_entering).
+        # Where the spawn must move us into the run's cgroup (into_cgroup), start moving as soon
+        # as the cgroup exists (see _start_entering).
         self.enter_cgroup_early = enter_cgroup_early
         self._entering: _thread.LockType | None = None  # held until the background move is done
         self._entering_error: BaseException | None = None
@@ -100,7 +102,7 @@ class RunLifecycle:
             self.directory = markers.create_marker(self.state, self.record)
             if (self.cgroup is None or self.cgroup.path is None) and self.subreaper:
                 self.is_subreaper = _become_subreaper()
-            if self.cgroup is not None and self.enter_cgroup_early:
+            if self.enter_cgroup_early and self._must_move():
                 self._start_entering()
         except BaseException:
             self._discard()
@@ -112,11 +114,29 @@ class RunLifecycle:
         self.spawning()
         return None if self.cgroup is None else self.cgroup.spawn_hook()
 
+    def into_cgroup(self) -> _IntoCgroup:
+        """``with life.into_cgroup() as into: spawn(..., cgroup_fd=into.fd,
+        enter_cgroup=into.enter)``: the child spawned in the block is born in the run's cgroups.
+
+        Where the run's cgroup is a v2 leaf alone, ``into.fd`` is an fd of it for
+        ``clone3(CLONE_INTO_CGROUP)`` (``mediation.spawn_filtered``) and we never move: a move
+        into a cgroup costs a whole RCU grace period, and another to come back
+        (``_start_entering``). Where there is a v1 pids cgroup too (``--max-pids`` without the
+        v2 pids controller: no clone flag reaches v1), we move ourselves in as
+        ``cgroup_entered`` does and ``into.fd`` is None. ``into.enter()`` makes that move late,
+        for a kernel that refused the clone. Leaving the block moves us back where we moved,
+        and closes the fd."""
+        return _IntoCgroup(self)
+
     def cgroup_entered(self) -> _CgroupEntered:
         """``with life.cgroup_entered():`` within the block the supervisor itself is in the
         run's cgroups, so a child it spawns (posix_spawn has no preexec hook) is born inside;
         on leaving, it moves back. Nothing else of ours is forked meanwhile."""
         return _CgroupEntered(self)
+
+    def _must_move(self) -> bool:
+        """Whether a child can be born in the run's cgroups only if we move into them first."""
+        return self.cgroup is not None and (self.cgroup.path is None or self.cgroup.pids_v1 is not None)
 
     def _start_entering(self) -> None:
         """Move ourselves into the run's cgroup on a thread while the caller goes on (lists the
@@ -554,6 +574,41 @@ def refuse_if_stale(state: str | os.PathLike[str], procfs: ProcFS) -> None:
         raise NotProven("earlier runs ended",
                         f"run {record.run_id} (owner {record.owner.pid} gone) may have processes left: "
                         f"{report.reason}", f"run: no-docker end {record.run_id}")
+
+
+class _IntoCgroup:
+    """What ``RunLifecycle.into_cgroup`` returns: a context manager without contextlib."""
+
+    __slots__ = ("life", "fd")
+
+    def __init__(self, life: RunLifecycle) -> None:
+        self.life = life
+        self.fd: int | None = None
+
+    def __enter__(self) -> _IntoCgroup:
+        life = self.life
+        life.spawning()
+        if life.cgroup is None:
+            return self
+        if not life._must_move():
+            try:
+                self.fd = os.open(life.cgroup.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # type: ignore[arg-type]
+                return self
+            except OSError:
+                pass  # moved as before; the move reports what is wrong with the leaf
+        life._enter_cgroup()
+        return self
+
+    def enter(self) -> None:
+        """The kernel refused to start the child in the leaf: move ourselves in after all."""
+        self.life._enter_cgroup()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        self.life._leave_cgroup()
 
 
 class _CgroupEntered:

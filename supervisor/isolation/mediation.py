@@ -56,8 +56,8 @@ import time
 from ..record import Factory, record
 from . import sockdiag
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # collections.abc is not imported on the run path
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (run path)
+if TYPE_CHECKING:
     from collections.abc import Callable
 
 # --- the filter -----------------------------------------------------------------------------
@@ -267,7 +267,8 @@ def decide(sock_family: int, address: Address, *, same_netns: bool, target: str 
 def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...],
                    arch: str | None = None, stdio: tuple[int, int, int] = (0, 1, 2), *,
                    deny_filter: bytes | None = None, fixed_fds: tuple[tuple[int, int], ...] = (),
-                   new_session: bool = False) -> tuple[int, int, Keeper]:
+                   new_session: bool = False, cgroup_fd: int | None = None,
+                   enter_cgroup: Callable[[], None] | None = None) -> tuple[int, int, Keeper]:
     """Start ARGV (bwrap) under the mediation filter: (its pid, the listener fd, the keeper of
     the thread that spawned it).
 
@@ -275,18 +276,24 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
     child inherits the filter of the thread that creates it. So a short-lived thread of the
     supervisor installs the filter on itself (and no_new_privs when not root, per thread
     too), takes the listener fd (close-on-exec: the sandbox never holds it, it could answer its
-    own connects), ``posix_spawn``s bwrap, and ends, taking its filter with it. Cheaper than a
-    ``fork`` of the whole supervisor, which the first version did. The child gets STDIO as
-    0, 1, 2 (P7: the stdio relay's pipes, isolation/stdio.py), PASS_FDS, and no other fd
-    (as ``run.spawn`` does), default SIGPIPE/SIGXFSZ. MediationError when the filter cannot be
-    installed; OSError when bwrap cannot be started.
+    own connects), spawns bwrap, and ends, taking its filter with it. Cheaper than a ``fork``
+    of the whole supervisor, which the first version did. The child gets STDIO as 0, 1, 2 (P7:
+    the stdio relay's pipes, isolation/stdio.py), PASS_FDS, and no other fd (as ``run.spawn``
+    does), default SIGPIPE/SIGXFSZ. MediationError when the filter cannot be installed;
+    OSError when bwrap cannot be started.
+
+    CGROUP_FD (a cgroup v2 directory): bwrap is born in it (``syscalls.spawn_into_cgroup``),
+    so we never move ourselves into the run's cgroup, which costs a grace period each way.
+    Where the kernel refuses that clone3, ENTER_CGROUP is called (it moves this process into
+    the cgroup; the caller moves it back) and bwrap is ``posix_spawn``ed as without CGROUP_FD.
 
     DENY_FILTER, when given, is installed on the same thread first (the run's syscall filter
     without its user-namespace rules, ``syscall_filter.program(userns=False)``): bwrap and
     everything it starts carry it from the first instruction, and so does the prover that
     :meth:`Keeper.fork` starts from this thread, which tries it. FIXED_FDS are (source, target)
     pairs placed after the stdio ones (the gate's pipes at the numbers its script names);
-    NEW_SESSION starts bwrap in a session of its own, without a controlling terminal (P8)."""
+    NEW_SESSION starts bwrap in a session of its own, without a controlling terminal (P8).
+    """
     from . import syscalls as _linux
 
     _linux.load()
@@ -314,6 +321,17 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
     keeper = Keeper()
     result: dict[str, object] = {}
 
+    def spawn_bwrap() -> int:
+        how = {"file_actions": actions, "setsigdef": (signal.SIGPIPE, signal.SIGXFSZ), "setsid": new_session}
+        if cgroup_fd is not None:
+            try:
+                return _linux.spawn_into_cgroup(argv[0], argv, env, cgroup_fd, **how)
+            except _linux.NoCloneIntoCgroup:
+                if enter_cgroup is None:
+                    raise
+                enter_cgroup()
+        return os.posix_spawn(argv[0], argv, env, **how)
+
     def spawn() -> None:
         try:
             if no_new_privs:
@@ -324,8 +342,7 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
                 result["listener"] = _linux.install_filter(prog, flags)
             except OSError as err:
                 raise MediationError(f"{argv[0]}: {err}") from err
-            result["pid"] = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=new_session,
-                                           setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+            result["pid"] = spawn_bwrap()
         except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
             result["error"] = err
             keeper.release()

@@ -1,4 +1,5 @@
-"""The few Linux calls Python 3.11's standard library lacks, each one foreign call.
+"""The few Linux calls Python 3.11's standard library lacks, each one foreign call (and one
+spawn, :func:`spawn_into_cgroup`, a short list of them).
 
 ``seccomp(2)``, ``pidfd_getfd(2)``, ``openat2(2)`` and ``setns(2)`` have no ``os`` wrapper in
 3.11 (``os.setns`` arrives in 3.12); ``connect_raw`` is libc's ``connect`` on bytes, because
@@ -17,15 +18,19 @@ Every function raises ``OSError`` with the call's errno; callers turn it into do
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
+import sys
 
 # Syscall numbers (arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h).
 _NR = {
     "x86_64": {"seccomp": 317, "setns": 308, "pidfd_getfd": 438, "openat2": 437, "unshare": 272,
-               "capset": 126},
+               "clone3": 435, "dup3": 292, "close": 3, "rt_sigaction": 13, "execve": 59,
+               "exit_group": 231, "mmap": 9, "munmap": 11, "setsid": 112, "fcntl": 72, "capset": 126},
     "aarch64": {"seccomp": 277, "setns": 268, "pidfd_getfd": 438, "openat2": 437, "unshare": 97,
-                "capset": 91},
+                "clone3": 435, "dup3": 24, "close": 57, "rt_sigaction": 134, "execve": 221,
+                "exit_group": 94, "mmap": 222, "munmap": 215, "setsid": 157, "fcntl": 25, "capset": 91},
 }
 CLONE_NEWNET = 0x40000000
 # openat2(2) RESOLVE_* (linux/openat2.h)
@@ -34,6 +39,12 @@ RESOLVE_BENEATH, RESOLVE_IN_ROOT = 0x08, 0x10
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522  # linux/capability.h: two 32-bit data structs
+# clone3(2) (include/uapi/linux/sched.h)
+CLONE_VFORK, CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP = 0x4000, 0x100000000, 0x200000000
+SIGCHLD = 17  # x86_64 and aarch64 alike
+SIGSET_SIZE = 8  # the kernel's sigset_t: _NSIG / 8
+PROT_READ_WRITE, MAP_SHARED_ANONYMOUS, PAGE = 0x3, 0x21, 4096
+F_SETFD = 2
 
 _libc = None
 _nr: dict[str, int] = {}
@@ -68,18 +79,43 @@ def load() -> None:
         _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
         _restype_ = Int
 
+    # FUNCFLAG_PYTHONAPI: called with the GIL held (never released around the call), for the
+    # steps of spawn_into_cgroup. No USE_ERRNO on the child's steps: libc's errno must stay as
+    # execve left it (the child writes it to the parent).
+    class HeldCall(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_PYTHONAPI
+        _restype_ = Long
+
+    class HeldErrnoCall(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_PYTHONAPI | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = Long
+
     handle = _ctypes.dlopen(None, os.RTLD_NOW)
+
+    arrays: dict[int, type] = {}
 
     def buffer(data: bytes) -> object:
         """A writable C char array holding DATA (for pointers the kernel reads or fills)."""
-        array = type("CharArray", (_ctypes.Array,), {"_type_": Char, "_length_": max(1, len(data))})
+        size = max(1, len(data))
+        array = arrays.get(size)
+        if array is None:
+            if len(arrays) >= 64:  # bounded: sizes vary with argv and the environment
+                arrays.clear()
+            array = arrays[size] = type("CharArray", (_ctypes.Array,), {"_type_": Char, "_length_": size})
         return array.from_buffer_copy(data) if data else array()
 
+    clone3 = HeldErrnoCall(_ctypes.dlsym(handle, "syscall"))
+    # Its result goes through this (a C callable: no bytecode) before the step list goes on:
+    # 0 in the child passes, a pid or -1 in the parent raises KeyError (spawn_into_cgroup).
+    clone3.restype = {0: 0}.__getitem__
     _nr = _NR[machine]
     _libc = {"ctypes": _ctypes, "Long": Long, "buffer": buffer,
              "syscall": LongCall(_ctypes.dlsym(handle, "syscall")),
              "connect": IntCall(_ctypes.dlsym(handle, "connect")),
-             "prctl": IntCall(_ctypes.dlsym(handle, "prctl"))}
+             "prctl": IntCall(_ctypes.dlsym(handle, "prctl")),
+             "held": HeldCall(_ctypes.dlsym(handle, "syscall")), "clone3": clone3,
+             "errno_location": HeldCall(_ctypes.dlsym(handle, "__errno_location")),
+             "memcpy": HeldCall(_ctypes.dlsym(handle, "memcpy")), "Int": Int}
 
 
 def _call(function: object, *args: object) -> int:
@@ -167,3 +203,153 @@ def drop_capabilities() -> None:
     long_ = _libc["Long"]  # type: ignore[index]
     _call(_libc["prctl"], PR_CAP_AMBIENT, long_(PR_CAP_AMBIENT_CLEAR_ALL), long_(0), long_(0),  # type: ignore[index]
           long_(0))
+
+
+# --- spawning straight into a cgroup --------------------------------------------------------
+
+
+class NoCloneIntoCgroup(OSError):
+    """clone3 failed before any child existed (a kernel without it or without
+    CLONE_INTO_CGROUP, a seccomp filter answering ENOSYS as container runtimes do, a refused
+    cgroup): the caller falls back to moving itself into the cgroup and ``posix_spawn``."""
+
+
+def clone_args(flags: int, cgroup: int, exit_signal: int = SIGCHLD) -> bytes:
+    """``struct clone_args`` (linux/sched.h, CLONE_ARGS_SIZE_VER2: 88 bytes), eleven u64:
+    flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+    set_tid_size, cgroup. No stack: without CLONE_VM the child runs on its copy of ours."""
+    return struct.pack("=11Q", flags, 0, 0, 0, exit_signal, 0, 0, 0, 0, 0, cgroup)
+
+
+def exec_strings(path: str, argv: list[str], env: dict[str, str]) -> tuple[bytes, list[int], list[int]]:
+    """execve(2)'s strings in one blob, each NUL-terminated: PATH at offset 0, then ARGV, then
+    ENV as ``KEY=VALUE``; returns (blob, offsets of the ARGV strings, offsets of the ENV ones).
+    Encoded as ``os.fsencode`` does. ValueError where ``os.posix_spawn`` raises one: an
+    embedded NUL, an empty key or ``=`` in a key, no argv."""
+    if not argv:
+        raise ValueError("argv must not be empty")
+    for key in env:
+        if not key or "=" in key:
+            raise ValueError(f"illegal environment variable name {key!r}")
+    items = [path, *argv, *[f"{k}={v}" for k, v in env.items()]]
+    text = "\0".join(items)  # one encode, not one per string: this is on every run's path
+    if text.count("\0") != len(items) - 1:
+        raise ValueError("embedded null byte")
+    blob = text.encode(sys.getfilesystemencoding(), "surrogateescape") + b"\0"
+    offsets = [0, *itertools.accumulate(len(part) + 1 for part in blob.split(b"\0")[:-2])]
+    return blob, offsets[1:1 + len(argv)], offsets[1 + len(argv):]
+
+
+def spawn_into_cgroup(path: str, argv: list[str], env: dict[str, str], cgroup_fd: int, *,
+                      file_actions: list[tuple] | tuple = (), setsigdef: tuple[int, ...] = (),
+                      setsid: bool = False) -> int:
+    """``os.posix_spawn(path, argv, env, file_actions=..., setsigdef=..., setsid=...)``, with
+    the child born in the cgroup v2 directory CGROUP_FD (``clone3(CLONE_INTO_CGROUP)``, Linux
+    5.7) as a child of the calling thread: its pid. FILE_ACTIONS are posix_spawn's
+    ``(os.POSIX_SPAWN_DUP2, fd, new_fd)`` and ``(os.POSIX_SPAWN_CLOSE, fd)``, done in order
+    after SETSIGDEF and SETSID, as glibc's posix_spawn does them (``dup3``: the new fd is
+    inheritable); ValueError for any other action. Unlike posix_spawn, a failed action is not
+    reported (the child cannot branch, below): the fds are the caller's own and open, so only
+    EMFILE could fail a dup3, and a close that fails leaves nothing open.
+
+    Why not posix_spawn into a cgroup we moved ourselves into: each move writes ``cgroup.procs``
+    and takes ``cgroup_threadgroup_rwsem`` for writing, which first waits for a whole RCU grace
+    period (``rcu_sync_enter``; 9-26 ms measured here), twice a run (in, and back). A child born
+    in the cgroup takes the fork side's read lock only: no wait (kernel/cgroup/cgroup.c,
+    ``cgroup_css_set_fork``).
+
+    Why this is sound from a threaded Python process. clone3 without CLONE_VM copies the
+    process with only the calling thread in it (fork semantics), and glibc's fork handlers do
+    not run (raw syscall). So the child must not need anything another thread may hold:
+    - the GIL: every call of the list goes through a FUNCFLAG_PYTHONAPI pointer, so this thread
+      holds the GIL from before the clone until the exec, and the child starts holding it;
+    - the interpreter loop: it could drop the GIL in the child (a drop request made by a
+      waiting thread before the clone is copied too, and ``drop_gil`` then waits forever for
+      a thread that does not exist there). So the child runs no bytecode at all: the whole list
+      (clone3 first) is one C-level iteration, ``deque(starmap(operator.call, steps), 0)``,
+      and the clone3 result passes ``{0: 0}.__getitem__`` in C: 0 (the child) lets the list go
+      on, a pid (the parent) raises KeyError, which ends the list there (-1: no child, errno);
+    - the cyclic GC (it can run finalizers, i.e. bytecode, from an allocation) is disabled
+      around the clone; the child allocates only small objects (tuples, ints: pymalloc, under
+      the GIL), never libc's malloc, whose locks another thread may hold;
+    - signals: CLONE_CLEAR_SIGHAND (5.5) has the kernel reset every caught signal to SIG_DFL in
+      the child (ignored ones stay ignored: posix_spawn's rule), so no handler of ours ever
+      runs there; SETSIGDEF are then reset explicitly; the signal mask is the calling
+      thread's, as with posix_spawn without ``setsigmask``;
+    - everything the child uses (strings, pointer arrays, clone_args, argument objects) is
+      built here, before the clone. (An audit hook added with ``sys.addaudithook`` would run
+      for each call, in the child too; no-docker adds none.)
+    CLONE_VFORK: the parent thread waits, holding the GIL, until the child has exec'd (its copy
+    of our memory released) or exited. No other thread of ours runs meanwhile (a fraction of a
+    millisecond; longer only while the exec itself blocks, PATH on a hung network file system
+    say, and signal handlers run after it), and when clone3 returns the outcome is known: an
+    execve that failed has had the child copy libc's errno (its address is this thread's, so
+    also the child's) into a shared page before exiting; it comes back as OSError once the
+    child is reaped.
+    NoCloneIntoCgroup when clone3 itself failed (no child exists).
+    """
+    import _collections
+    import _operator
+    import gc
+
+    load()
+    lib = _libc
+    assert lib is not None
+    c, long_, held = lib["ctypes"], lib["Long"], lib["held"]
+
+    def step(name: str, *values: object) -> tuple:
+        return (held, long_(_nr[name]), *(long_(v) if isinstance(v, int) else v for v in values))
+
+    default = lib["buffer"](bytes(32))  # struct sigaction {SIG_DFL, 0, 0, 0}: x86_64 and arm64
+    child = [step("rt_sigaction", signum, default, 0, SIGSET_SIZE) for signum in setsigdef]
+    if setsid:
+        child.append(step("setsid"))
+    for action in file_actions:
+        if action[0] == os.POSIX_SPAWN_DUP2 and len(action) == 3:
+            child.append(step("dup3", action[1], action[2], 0) if action[1] != action[2]
+                         else step("fcntl", action[1], F_SETFD, 0))  # posix_spawn: clears CLOEXEC
+        elif action[0] == os.POSIX_SPAWN_CLOSE and len(action) == 2:
+            child.append(step("close", action[1]))
+        else:
+            raise ValueError(f"file action {action!r} is not supported here")
+    blob, argv_at, env_at = exec_strings(path, argv, env)
+    strings = lib["buffer"](blob)
+    base = c.addressof(strings)
+    pointers = lib["buffer"](struct.pack(f"{len(argv_at) + len(env_at) + 2}P", *(base + o for o in argv_at),
+                                         0, *(base + o for o in env_at), 0))
+    argv_p = c.addressof(pointers)
+    envp_p = argv_p + struct.calcsize("P") * (len(argv_at) + 1)
+    args = lib["buffer"](clone_args(CLONE_INTO_CGROUP | CLONE_CLEAR_SIGHAND | CLONE_VFORK, cgroup_fd))
+    errno_at = lib["errno_location"]()  # this thread's errno: the child's too (a copy of it)
+    shared = _syscall("mmap", 0, PAGE, PROT_READ_WRITE, MAP_SHARED_ANONYMOUS, -1, 0)  # zeroed
+    try:
+        steps = [(lib["clone3"], long_(_nr["clone3"]), args, long_(len(clone_args(0, 0)))), *child,
+                 step("execve", base, argv_p, envp_p),
+                 (lib["memcpy"], long_(shared), long_(errno_at), long_(4)),  # execve failed
+                 step("exit_group", 127)]
+        gc_was = gc.isenabled()
+        gc.disable()
+        me = os.getpid()
+        try:
+            _collections.deque(itertools.starmap(_operator.call, steps), 0)
+        except KeyError as parent:
+            pid = parent.args[0]
+        except BaseException:  # pragma: no cover - every argument is converted before the clone
+            if os.getpid() != me:
+                os._exit(127)  # never the caller's code in the child: the parent waits (vfork)
+            raise
+        else:  # pragma: no cover - the child, had exit_group returned: it cannot
+            os._exit(127)
+        finally:
+            if gc_was:
+                gc.enable()
+        if pid < 0:
+            err = c.get_errno()
+            raise NoCloneIntoCgroup(err, f"clone3: {os.strerror(err)}")
+        err = lib["Int"].from_address(shared).value
+    finally:
+        _syscall("munmap", shared, PAGE)
+    if err:
+        os.waitpid(pid, 0)  # it has exited (127)
+        raise OSError(err, os.strerror(err), path)
+    return pid

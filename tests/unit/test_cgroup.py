@@ -118,27 +118,6 @@ def test_freeze_stops_a_forking_child_and_thaw_resumes_it(tmp_path):
         cg.remove(time.monotonic() + 5)
 
 
-def test_warm_migration_is_a_no_op_move_and_skips_what_it_cannot_write(monkeypatch):
-    # In a child: the warm-up thread writes our pid to the cgroup we are in; nothing changes.
-    code = ("import os, time\nfrom no_docker.supervisor.ending import cgroup\n"
-            "from no_docker.supervisor.ending.procfs import ProcFS\n"
-            "before = ProcFS().cgroup(os.getpid())\ncgroup.warm_migration()\ntime.sleep(0.2)\n"
-            "after = ProcFS().cgroup(os.getpid())\nassert after == before, (before, after)\nprint('same')")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr
-    started = []
-    monkeypatch.setattr(cgroup._thread, "start_new_thread", lambda *a: started.append(a))
-    monkeypatch.setattr(cgroup, "v2_parent", lambda: None)  # systemd, not delegated: no cgroup of ours
-    cgroup.warm_migration()
-
-    def unreadable() -> None:
-        raise PermissionError(13, "denied")
-
-    monkeypatch.setattr(cgroup, "v2_parent", unreadable)
-    cgroup.warm_migration()
-    assert started == []
-
-
 @pytest.mark.skipif(not usable, reason="needs a writable cgroup2 hierarchy and the v1 pids controller")
 def test_early_entry_puts_the_spawn_inside_and_every_way_out_moves_us_back():
     from no_docker.supervisor.ending.lifecycle import RunLifecycle

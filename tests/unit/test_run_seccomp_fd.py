@@ -20,8 +20,8 @@ class FakeLife:
         self.directory = directory  # the marker dir: the sentinel socket (P12) is bound there
 
     @contextlib.contextmanager
-    def cgroup_entered(self):
-        yield
+    def into_cgroup(self):
+        yield type("Into", (), {"fd": None, "enter": None})()
 
     def launched(self, pid: int) -> None:
         self.launched_pid = pid
