@@ -304,6 +304,7 @@ class Run:
         self.go_w = -1  # the gate execs CMD only after "go" on its other end (policy.GATE_SCRIPT)
         self.reached_r = -1  # the gate says it runs: after the release, CMD is about to start
         self.prover_pid: int | None = None  # the forked prover (isolation/prover.py), until reaped
+        self.prover_pid_w = -1  # where the prover learns the sandbox process's pid
         self.plan = b""
         self.env: dict[str, str] = {}
         self.passed_stdio: tuple[tuple[int, int], ...] = ()
@@ -395,39 +396,48 @@ class Run:
             os.close(fd)
             self.fds.remove(fd)
         self.bwrap_pidfd = os.pidfd_open(self.pid)
+        self._start_prover()
 
     def _start_prover(self) -> None:
-        """Fork the prover from the thread that carries the run's filters, as soon as bwrap has
-        named its sandbox process: the prover waits for it to be held (prover.await_held) while
-        bwrap builds the sandbox. Its verdict comes on report_r."""
+        """Fork the prover from the thread that carries the run's filters, right after the
+        spawn: its fork overlaps bwrap's building of the sandbox. It learns the sandbox
+        process's pid on a pipe (``_hold_init``; EOF: bwrap is gone, nothing to prove) and waits
+        for it to be held (prover.await_held). Its verdict comes on report_r."""
         from .isolation import probe, prover
 
-        assert self.keeper is not None and self.init_pid is not None
+        assert self.keeper is not None
         plan = probe.decode_plan(self.plan)
-        try:
-            with open(f"/proc/{self.init_pid}/stat") as f:
-                session = prover.session_problem(f.read(), os.getsid(0))
-        except OSError as err:
-            session = f"cannot read the sandbox's session: {err}"
         closed_before_cmd = frozenset({self.block_fd, self.seccomp_fd, GATE_GO_FD, GATE_REACHED_FD})
-        held = probe.Held(closed_before_cmd, self.passed_stdio, session,
-                          self.terminal.rdev if self.terminal is not None else None)
+        terminal = self.terminal.rdev if self.terminal is not None else None
+        held = probe.Held(closed_before_cmd, self.passed_stdio, None, terminal)
         verdict_r, verdict_w = os.pipe()
-        init = self.init_pid
-
+        pid_r, self.prover_pid_w = os.pipe()
         block_fd = self.block_fd
 
         def child() -> None:
             os.close(verdict_r)
-            prover.prove(init, plan, held, verdict_w, block_fd)
+            prover.prove_when_named(pid_r, plan, held, verdict_w, block_fd)
 
         try:
             self.prover_pid = self.keeper.fork(child)
         finally:
             os.close(verdict_w)
+            os.close(pid_r)
         os.set_blocking(verdict_r, False)
         self.report_r = verdict_r
         self.fds.append(verdict_r)
+
+    def _name_the_sandbox(self, pid: int | None) -> None:
+        """Tell the prover which process to prove (None: none, bwrap is gone)."""
+        if self.prover_pid_w < 0:
+            return
+        try:
+            if pid is not None:
+                os.write(self.prover_pid_w, b"%d\n" % pid)
+        except OSError:
+            pass
+        os.close(self.prover_pid_w)
+        self.prover_pid_w = -1
 
     def _on_status(self) -> None:
         self._status_buf += _drain(self.status_r)
@@ -456,6 +466,7 @@ class Run:
         except ProcfsError:
             return
         self.init_pid, self.init_pidfd = pid, self.life.init_pidfd
+        self._name_the_sandbox(pid)  # first: the prover waits for it
         self.network = NetworkUse(pid)
         if self.mediator is not None:
             # The init was cloned into the run's namespaces: its network namespace is the run's.
@@ -546,6 +557,7 @@ class Run:
 
     def _reap_prover(self) -> None:
         """The prover has written its verdict and exits; nothing of it may outlive the proof."""
+        self._name_the_sandbox(None)
         if self.prover_pid is None:
             return
         pid, self.prover_pid = self.prover_pid, None
@@ -563,7 +575,7 @@ class Run:
         ``frozen`` set, when the run's cgroup was frozen."""
         assert self.pid is not None and self.bwrap_pidfd is not None
         poller = select.poll()
-        for fd in (self.bwrap_pidfd, wakeup_r, self.status_r, self.reached_r):
+        for fd in (self.bwrap_pidfd, wakeup_r, self.status_r, self.reached_r, self.report_r):
             poller.register(fd, select.POLLIN)
         if self.mediator is not None:
             poller.register(self.mediator.failed_r, select.POLLIN)
@@ -578,9 +590,6 @@ class Run:
         while True:
             if pending or self.mediation_failure:
                 return None  # the ending releases bwrap first (RunLifecycle.end)
-            if self.report_r < 0 and self.init_pid is not None and self.report_line is None:
-                self._start_prover()
-                poller.register(self.report_r, select.POLLIN)
             if cmd_gone is None:
                 events = dict(poller.poll())
             else:

@@ -123,23 +123,26 @@ def become_command() -> None:
     syscalls.set_no_new_privs()
 
 
-def keep_only(fd: int) -> None:
-    """Close every descriptor of this process but FD; 0-2 become /dev/null.
+def keep_only(*keep: int) -> None:
+    """Close every descriptor of this process but KEEP; 0-2 become /dev/null.
 
     The prover is a fork of the supervisor: it holds the connect mediation's listener, the
-    gate's and the block fd's write ends, and whatever the caller let the supervisor inherit.
-    Its children (the P9 try, ``sudo``) are in the run's pid namespace while the sandbox is
-    held, and a process there reaches much through /proc (the prover's fds and memory through
-    the held process's O_PATH /proc of the host, its pipes through /proc/1/fd): none of it may
-    be there to reach (red-team review of the prover)."""
+    gate's and the block fd's write ends, the write end of its own pid pipe, and whatever the
+    caller let the supervisor inherit. Its children (the P9 try, ``sudo``) are in the run's pid
+    namespace while the sandbox is held, and a process there reaches much through /proc (the
+    prover's fds and memory through the held process's O_PATH /proc of the host, its pipes
+    through /proc/1/fd): none of it may be there to reach (red-team review of the prover)."""
     null = os.open("/dev/null", os.O_RDWR)
     for target in (0, 1, 2):
-        if target != fd:
+        if target not in keep:
             os.dup2(null, target)
-    if null > 2 and null != fd:
+    if null > 2 and null not in keep:
         os.close(null)
-    os.closerange(3, fd)
-    os.closerange(max(fd + 1, 3), 1 << 20)
+    low = 3
+    for fd in sorted(k for k in keep if k >= 3):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 20)
 
 
 def seal_imports() -> None:
@@ -156,8 +159,40 @@ def seal_imports() -> None:
     sys.path_importer_cache.clear()
 
 
+def read_pid(fd: int) -> int | None:
+    """The sandbox process's pid, one line on FD from the supervisor; None at EOF."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 32)
+        if not chunk:
+            return None
+        data += chunk
+    return int(data)
+
+
+def prove_when_named(pid_fd: int, plan: dict[str, list[str]], held: probe.Held, verdict_fd: int,
+                     block_fd: int) -> None:
+    """The forked prover's whole life: the pid of the process to prove arrives on PID_FD (EOF:
+    none, bwrap is gone: nothing is written), then one line to VERDICT_FD, ``ok MS_TOTAL MS_OWN
+    P1 ...`` or ``fail MESSAGE``. Never raises."""
+    keep_only(pid_fd, verdict_fd)  # first: its copy of the pid pipe's write end goes too
+    try:
+        pid = read_pid(pid_fd)
+    except (OSError, ValueError):
+        pid = None
+    os.close(pid_fd)
+    if pid is None:
+        return
+    try:
+        with open(f"/proc/{pid}/stat") as f:  # before this process leaves the caller's session
+            session = session_problem(f.read(), os.getsid(0))
+    except OSError as err:
+        session = f"cannot read the sandbox's session: {err.strerror}"
+    prove(pid, plan, probe.Held(held.fds, held.stdio, session, held.terminal), verdict_fd, block_fd)
+
+
 def prove(pid: int, plan: dict[str, list[str]], held: probe.Held, verdict_fd: int, block_fd: int) -> None:
-    """The forked prover's whole life: one line to VERDICT_FD, ``ok MS_TOTAL MS_OWN P1 ...`` or
+    """Prove the sandbox process PID: one line to VERDICT_FD, ``ok MS_TOTAL MS_OWN P1 ...`` or
     ``fail MESSAGE`` (the in-sandbox probe's report format). Never raises."""
     try:
         keep_only(verdict_fd)

@@ -54,6 +54,7 @@ def _start(monkeypatch, tmp_path, machine: str | None = None) -> tuple[dict, run
 
     monkeypatch.setattr(mediation, "spawn_filtered", spawn)
     monkeypatch.setattr(mediation, "Mediator", IdleMediator)
+    monkeypatch.setattr(run_mod.Run, "_start_prover", lambda self: None)  # nothing to prove here
     if machine is not None:
         real = os.uname()
         monkeypatch.setattr(run_mod.os, "uname", lambda: type(real)((*real[:4], machine)))
