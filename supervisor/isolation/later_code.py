@@ -24,6 +24,24 @@ import stat
 from ..errors import NotProven
 from .policy import SYSTEM_DIRS, is_under
 
+
+def realpath(path: str) -> str:
+    """``os.path.realpath(PATH)``, asked of the kernel where PATH exists: an ``O_PATH`` open and
+    the readlink of its /proc/self/fd entry (3 syscalls, ~2.6 µs) where ``posixpath`` lstats
+    every component (~8 µs); a policy is built from ~160 of them on every run. Where PATH
+    cannot be opened (missing, a loop, no search permission, no /proc), ``os.path.realpath``
+    itself, which resolves what exists and keeps the rest as written."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return os.path.realpath(path)
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    finally:
+        os.close(fd)
+
 ERRNO_EINVAL = 22  # errno.EINVAL, without importing errno on the run path
 
 # Files in the work dir that run code later, outside (DESIGN §7): re-bound read-only when they
@@ -130,8 +148,8 @@ def _configured_code_paths(work: str, common: str, home: str) -> list[str]:
     if home:
         # Resolved: a dotfiles checkout links them (~/.gitconfig -> ~/dotfiles/git/.gitconfig),
         # and read_regular follows no link.
-        configs += [os.path.realpath(os.path.join(home, ".gitconfig")),
-                    os.path.realpath(os.path.join(home, ".config", "git", "config"))]
+        configs += [realpath(os.path.join(home, ".gitconfig")),
+                    realpath(os.path.join(home, ".config", "git", "config"))]
     for config in configs:
         try:
             hooks, includes = git_config_code_paths(_read_text(config))
@@ -141,7 +159,7 @@ def _configured_code_paths(work: str, common: str, home: str) -> list[str]:
                                     + [(i, os.path.dirname(config), False) for i in includes]):
             if value.startswith("~/") and home:
                 value = os.path.join(home, value[2:])
-            path = os.path.realpath(os.path.join(base, value))
+            path = realpath(os.path.join(base, value))
             if not is_under(path, work) or path == work:
                 continue
             if not os.path.lexists(path):
@@ -177,7 +195,7 @@ def points_back(gitdir: str, work: str) -> bool:
     gitdir holds a ``gitdir`` file naming WORK/.git; a submodule's config sets core.worktree."""
     try:
         back = _read_text(os.path.join(gitdir, "gitdir")).split("\n", 1)[0].strip()
-        return os.path.realpath(os.path.join(gitdir, back)) == os.path.join(work, ".git")
+        return realpath(os.path.join(gitdir, back)) == os.path.join(work, ".git")
     except OSError:
         pass
     try:
@@ -187,7 +205,7 @@ def points_back(gitdir: str, work: str) -> bool:
     for raw in text.split("\n"):
         key, eq, value = raw.strip().partition("=")
         if eq and key.strip().lower() == "worktree":
-            return os.path.realpath(os.path.join(gitdir, value.strip().strip('"'))) == work
+            return realpath(os.path.join(gitdir, value.strip().strip('"'))) == work
     return False
 
 
@@ -215,7 +233,7 @@ def git_layout(work: str, home: str = "") -> tuple[list[str], list[str], list[st
         try:
             # A .git directory with a commondir file takes its config and hooks from there.
             named = _read_text(os.path.join(dotgit, "commondir")).strip()
-            common = os.path.realpath(os.path.join(dotgit, named))
+            common = realpath(os.path.join(dotgit, named))
         except OSError:
             pass
         if common != dotgit and os.path.isdir(common) and is_under(common, work):
@@ -229,11 +247,11 @@ def git_layout(work: str, home: str = "") -> tuple[list[str], list[str], list[st
                             "inspect it, then remove or fix it") from err
         if not first.startswith("gitdir:"):
             return pinned, protected, extra_rw
-        gitdir = os.path.realpath(os.path.join(work, first[len("gitdir:"):].strip()))
+        gitdir = realpath(os.path.join(work, first[len("gitdir:"):].strip()))
         common = gitdir
         try:
             named = _read_text(os.path.join(gitdir, "commondir")).strip()
-            common = os.path.realpath(os.path.join(gitdir, named))
+            common = realpath(os.path.join(gitdir, named))
         except OSError:
             pass
         outside_ok = gitdir_may_be_writable(gitdir, common, work)
@@ -623,7 +641,7 @@ def home_link_targets(home: str, names: tuple[str, ...], roots: tuple[str, ...])
     found = []
     for name in names:
         path = os.path.join(home, name)
-        real = os.path.realpath(path)
+        real = realpath(path)
         if real != path and any(is_under(real, root) for root in roots):
             found.append(real)
     return list(dict.fromkeys(found))

@@ -13,7 +13,7 @@ import sys
 
 from ..errors import NotProven, UsageError
 from ..record import record
-from .later_code import STARTUP_FILES, LaterCodeAudit, git_layout, home_link_targets
+from .later_code import STARTUP_FILES, LaterCodeAudit, git_layout, home_link_targets, realpath
 from .listing import Listing
 from .policy import (
     FALLBACK_HOME,
@@ -158,7 +158,7 @@ def runs_later_in_home(path: str, home: str) -> str | None:
 
 def python_roots(*paths: str) -> list[str]:
     """The real directories among PATHS, outermost only (a venv's prefix holds its site-packages)."""
-    real = [os.path.realpath(p) for p in paths if p and os.path.isdir(p)]
+    real = [realpath(p) for p in paths if p and os.path.isdir(p)]
     return [r for r in dict.fromkeys(real) if not any(o != r and is_under(r, o) for o in real)]
 
 
@@ -179,7 +179,7 @@ def pins_for(protected: list[str], writable_roots: tuple[str, ...]) -> list[str]
 
 
 def _real_existing(path: str, flag: str) -> str:
-    real = os.path.realpath(path)
+    real = realpath(path)
     if not os.path.exists(real):
         # A cache dir that a fresh machine does not have yet (--rw ~/.cache/pip) is the usual case.
         todo = f" (create it first: mkdir -p {path})" if flag == "--rw" else ""
@@ -190,7 +190,7 @@ def _real_existing(path: str, flag: str) -> str:
 def _guard_writable(path: str, flag: str) -> None:
     # A writable system directory (or an ancestor of one) would void P4 for everything below.
     for sysdir in ("/", *SYSTEM_DIRS):
-        if os.path.lexists(sysdir) and is_under(os.path.realpath(sysdir), path):
+        if os.path.lexists(sysdir) and is_under(realpath(sysdir), path):
             raise UsageError(f"{flag} {path}: refused, system directories stay read-only (P4)")
 
 
@@ -232,7 +232,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     for original, path in zip(request.rw, rw, strict=True):
         _guard_writable(path, f"--rw {original} ->")
     ro = tuple(_real_existing(p, "--ro") for p in request.ro)
-    cwd = os.path.realpath(os.getcwd())
+    cwd = realpath(os.getcwd())
     chdir = cwd if is_under(cwd, work) else work
 
     system_ro, symlinks = [], []
@@ -245,7 +245,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     hidden = [p for p in ALWAYS_HIDDEN if p in ("/run", "/tmp", "/dev/shm") or os.path.isdir(p)]
     hidden += [p for p in ENGINE_STATE_DIRS if os.path.isdir(p) and not os.path.islink(p)]
     home_outside = environ.get("HOME", "")
-    home_real = os.path.realpath(home_outside) if home_outside.startswith("/") else ""
+    home_real = realpath(home_outside) if home_outside.startswith("/") else ""
     writable_roots = (work, *rw)
     for flag, root in (("--work", work), *(("--rw", p) for p in rw)):
         reason = runs_later_in_home(root, home_real)
@@ -266,7 +266,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
         hidden.append(home_real)
     xdg = environ.get("XDG_RUNTIME_DIR", "")
     if xdg.startswith("/"):
-        xdg_real = os.path.realpath(xdg)
+        xdg_real = realpath(xdg)
         if (os.path.isdir(xdg_real) and not any(is_under(xdg_real, h) for h in hidden)
                 and not any(is_under(xdg_real, w) for w in writable_roots)):
             hidden.append(xdg_real)
@@ -280,7 +280,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     # (.envrc) or the work dir is someone's home; a symlinked one is protected where it leads.
     for root in writable_roots:
         for name in STARTUP_FILES:
-            path = os.path.realpath(os.path.join(root, name))
+            path = realpath(os.path.join(root, name))
             if os.path.exists(path) and any(is_under(path, w) for w in writable_roots):
                 protected.append(path)
 
@@ -320,7 +320,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     # Where commands run later come from: a PATH directory in a writable place would let the
     # run put its own `git` or `ls` there for the caller's next shell (red-team review).
     for entry in environ.get("PATH", "").split(":"):
-        real = os.path.realpath(entry) if entry.startswith("/") else ""
+        real = realpath(entry) if entry.startswith("/") else ""
         inside = [w for w in writable_roots if real and is_under(real, w)]
         if real in inside:
             raise NotProven("P4", f"PATH holds {real}, which the run could write: it could put "
@@ -344,13 +344,13 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
                    system_symlinks=tuple(symlinks), hidden=tuple(dict.fromkeys(hidden)),
                    ro=ro, rw=rw + tuple(git_rw), pinned=tuple(pinned), protected=tuple(protected))
 
-    python = os.path.realpath(python or sys.executable)
+    python = realpath(python or sys.executable)
     toolchain: list[str] = []
 
     draft_view = MountView(draft)
 
     def need(path: str, has_cfg: bool = False) -> None:
-        real = os.path.realpath(path)
+        real = realpath(path)
         if not os.path.exists(real) or draft_view.visible(real):
             return
         chosen = toolchain_dir_for(real, home_real or None, has_cfg)
@@ -364,7 +364,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     parts_root = os.path.dirname(package_dir)
     for part in ("ci", "canary", "mutants"):
         need(os.path.join(parts_root, part))
-    for prefix in {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix),
+    for prefix in {realpath(sys.base_prefix), realpath(sys.prefix),
                    os.path.dirname(os.path.dirname(python))}:
         need(prefix)
     for entry in environ.get("PATH", "").split(":"):
@@ -375,7 +375,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
         # Both the directory named (a venv's bin, whose python is a symlink out of the venv)
         # and the one the symlinks lead to.
         for bindir in dict.fromkeys((os.path.dirname(os.path.abspath(found)),
-                                     os.path.dirname(os.path.realpath(found)))):
+                                     os.path.dirname(realpath(found)))):
             need(bindir, os.path.isfile(os.path.join(os.path.dirname(bindir), "pyvenv.cfg")))
     # A chosen toolchain root may contain another: keep the outermost only.
     toolchain = [t for t in toolchain if not any(t != o and is_under(t, o) for o in toolchain)]
@@ -392,7 +392,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
                         "located to hide it", "stop that listener or give it an absolute path")
     sockets = []
     for path in listing.unix_paths:
-        real = os.path.realpath(path)
+        real = realpath(path)
         try:
             if stat.S_ISSOCK(os.stat(real).st_mode):
                 sockets.append(real)
@@ -425,4 +425,4 @@ def which(name: str, path: str) -> str | None:
 
 
 def probe_source_path() -> str:
-    return os.path.join(os.path.dirname(os.path.realpath(__file__)), "probe.py")
+    return os.path.join(os.path.dirname(realpath(__file__)), "probe.py")

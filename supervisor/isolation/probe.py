@@ -1070,14 +1070,15 @@ class Probe:
         if interfaces != ["lo"]:
             raise NotProven("P2", f"network interfaces {interfaces}, expected only lo")
         # Each try below is a connect(), and each connect a round trip through the mediation
-        # (P12): the gate, before anything of the command exists, tries one of each kind (the
-        # only interface is lo, proven above, and no listener exists yet, proven below);
-        # `check`, next to a running command, tries them all.
+        # (P12). The gate, before anything of the command exists, tries one TCP connect to
+        # loopback and one abstract name: with lo the only interface (above) no route leads
+        # anywhere but loopback (a route lookup adds nothing: a route needs a device), and no
+        # listener exists yet (below). `check`, next to a running command, tries them all.
         routes = ((_socket.AF_INET, ("192.0.2.1", 9)), (_socket.AF_INET6, ("2001:db8::1", 9)))
         loopbacks = ((_socket.AF_INET, "127.0.0.1"), (_socket.AF_INET6, "::1"))
         abstract = self.plan.get("abstract", [])
         if self.gate:
-            routes, loopbacks, abstract = routes[:1], loopbacks[:1], abstract[:1]
+            routes, loopbacks, abstract = (), loopbacks[:1], abstract[:1]
         for family, address in routes:
             try:
                 code = try_dgram_route(family, address)

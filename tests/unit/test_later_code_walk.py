@@ -222,3 +222,30 @@ def test_a_walk_that_fails_part_way_refuses_the_run(tmp_path, monkeypatch):
     monkeypatch.setattr(later_code, "_walk", broken)
     with pytest.raises(NotProven, match="cannot be walked for code that runs later, outside: failed: Input"):
         later_code.LaterCodeAudit().start([str(tmp_path)], [])
+
+
+@given(st.lists(st.sampled_from(["a", "b", "..", ".", "link", "loop", "gone", "file"]), min_size=1,
+                max_size=6),
+       st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_realpath_is_os_path_realpath(tmp_path_factory, parts, relative):
+    """later_code.realpath asks the kernel (O_PATH + /proc/self/fd) where posixpath lstats each
+    component: the same answer for existing, missing, looping and relative paths."""
+    from no_docker.supervisor.isolation.later_code import realpath
+
+    root = tmp_path_factory.mktemp("real")
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "file").write_text("")
+    (root / "a" / "link").symlink_to(root / "a" / "b")
+    (root / "link").symlink_to("a")
+    (root / "a" / "b" / "loop").symlink_to("loop")
+    (root / "gone").symlink_to(root / "missing")
+    path = os.path.join(str(root), *parts)
+    before = os.getcwd()
+    try:
+        if relative:
+            os.chdir(root)
+            path = os.path.join(*parts)
+        assert realpath(path) == os.path.realpath(path), path
+    finally:
+        os.chdir(before)
