@@ -33,6 +33,25 @@ def realpath(path: str) -> str:
     itself, which resolves what exists and keeps the rest as written."""
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        # Most paths a policy asks about do not exist (start-up files, engine sockets): the
+        # real parent and the last name as written, as posixpath would make it, unless the
+        # last name is itself a (dangling) link or a "." / ".." step.
+        # (Only where the parent itself resolves: a missing component before a ".." is
+        # resolved lexically by posixpath, and the rest may exist after all.)
+        head, tail = os.path.split(path)
+        if tail in ("", ".", "..") or not head or os.path.lexists(path):
+            return os.path.realpath(path)
+        try:
+            fd = os.open(head, os.O_PATH | os.O_CLOEXEC)
+        except (OSError, ValueError):
+            return os.path.realpath(path)
+        try:
+            return os.path.join(os.readlink(f"/proc/self/fd/{fd}"), tail)
+        except OSError:
+            return os.path.realpath(path)
+        finally:
+            os.close(fd)
     except (OSError, ValueError):
         return os.path.realpath(path)
     try:

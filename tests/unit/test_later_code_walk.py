@@ -224,10 +224,10 @@ def test_a_walk_that_fails_part_way_refuses_the_run(tmp_path, monkeypatch):
         later_code.LaterCodeAudit().start([str(tmp_path)], [])
 
 
-@given(st.lists(st.sampled_from(["a", "b", "..", ".", "link", "loop", "gone", "file"]), min_size=1,
+@given(st.lists(st.sampled_from(["a", "b", "..", ".", "link", "loop", "gone", "file", "nothere"]), min_size=1,
                 max_size=6),
        st.booleans())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 def test_realpath_is_os_path_realpath(tmp_path_factory, parts, relative):
     """later_code.realpath asks the kernel (O_PATH + /proc/self/fd) where posixpath lstats each
     component: the same answer for existing, missing, looping and relative paths."""
