@@ -68,8 +68,11 @@ def _enabled(config: pytest.Config) -> bool:
 
 
 def _no_docker(*args: str) -> list[str]:
-    """The no-docker command line: the same interpreter, so the venv without it on PATH works."""
-    return [sys.executable, "-m", "no_docker.supervisor.cli", *args]
+    """The no-docker command line: the same interpreter, so the venv without it on PATH works.
+    ``-I``: not the current directory first on the path (the project dir, which a previous run
+    wrote: a ``no_docker`` package left there would run instead, outside, as us; red-team
+    review), nor PYTHONPATH."""
+    return [sys.executable, "-I", "-m", "no_docker.supervisor.cli", *args]
 
 
 def _stop(message: str) -> None:
@@ -103,6 +106,7 @@ def reexec_argv(
     visible = [opt for path in ro or [] for opt in ("--ro", path)]
     return [
         executable,
+        "-I",  # see _no_docker
         "-m",
         "no_docker.supervisor.cli",
         "run",

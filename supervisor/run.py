@@ -736,12 +736,21 @@ class Sentinel:
         return reached
 
 
+def printable(text: str) -> str:
+    """TEXT with every non-printable character escaped (pure): a run names the sockets it
+    tries, and a name with a newline or an escape sequence must not write lines of its own
+    into ours (red-team review)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def refusal_line(refusals: list[dict]) -> str | None:
     """``3 connects refused: /opt/engine/docker.sock x3`` (DESIGN §3), or None (pure)."""
     total = sum(r["count"] for r in refusals)
     if not total:
         return None
-    targets = ", ".join(f"{r['target']} x{r['count']}" for r in refusals)
+    targets = ", ".join(f"{printable(r['target'])} x{r['count']}" for r in refusals)
     return f"{total} connect{'s' if total != 1 else ''} refused: {targets}"
 
 

@@ -86,6 +86,7 @@ def test_reexec_argv_keeps_interpreter_options_and_arguments() -> None:
         [py, "-X", "dev", "-m", "pytest", "-q", "a b"], ["/x/pytest/__main__.py", "-q", "a b"], py, []
     ) == [
         py,
+        "-I",
         "-m",
         "no_docker.supervisor.cli",
         "run",
@@ -102,7 +103,7 @@ def test_reexec_argv_keeps_interpreter_options_and_arguments() -> None:
     ]
     assert reexec_argv(
         [py, "/venv/bin/pytest", "-k", "x"], ["/venv/bin/pytest", "-k", "x"], py, ["PYTEST_ADDOPTS"]
-    )[3:] == [
+    )[4:] == [
         "run",
         "--keep-env",
         REEXEC_VAR,
@@ -282,3 +283,19 @@ def test_from_a_subdirectory_the_session_sees_the_whole_project(tmp_path: Path) 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [v["where"] for v in views(root)] == ["conftest"]  # the root's conftest, inside
     assert views(root)[0]["netns"] != outside_view()["netns"]
+
+
+def test_a_no_docker_package_left_in_the_project_never_runs_instead(tmp_path) -> None:
+    """The plugin runs no-docker with the project dir as cwd, which a previous run wrote: a
+    ``no_docker`` package left there must not be what starts (it would run outside, as the
+    caller, and could claim to be inside a run; red-team review). Shown to fail without -I."""
+    import subprocess
+
+    from no_docker.ci.pytest_plugin import _no_docker
+
+    planted = tmp_path / "no_docker"
+    planted.mkdir()
+    (planted / "__init__.py").write_text(f"open({str(tmp_path / 'PLANTED')!r}, 'w').close()\n")
+    result = subprocess.run(_no_docker("--version"), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert not (tmp_path / "PLANTED").exists()
+    assert result.returncode == 0 and result.stdout.startswith("no-docker "), result
