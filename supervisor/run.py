@@ -1,13 +1,15 @@
-"""``no-docker run``: start CMD in a bubblewrap sandbox, behind the probe, and end the run.
+"""``no-docker run``: start CMD in a bubblewrap sandbox once it is proven, and end the run.
 
 Shape:
 
 * ``main`` installs the ending signals' handlers first, parses, then ``_run`` enters a
   ``RunLifecycle`` (stale-run check, run marker, cgroup, ``--max-pids``), lists the outside,
   builds the policy, and hands over to ``Run``.
-* ``Run.start`` is the one place the sandbox is started (inside the run's cgroup); it learns
-  the outside pid of the namespace's init from ``--json-status-fd`` and gives it to the
-  lifecycle, which holds a pidfd on it and records the namespace in the run marker.
+* ``Run.start`` is the one place the sandbox is started (born in the run's cgroup); bwrap holds
+  it (``--block-fd``) while the prover (isolation/prover.py) proves it; ``Run.wait`` learns the
+  outside pid of the sandbox's init from ``--json-status-fd`` (the lifecycle holds a pidfd on
+  it and records the namespace in the run marker), takes the verdict and releases bwrap and
+  the gate (policy.GATE_SCRIPT), which execs CMD.
 * ``Run.end`` is the one place a run is ended: ``RunLifecycle.end`` SIGKILLs the init through
   its pidfd, writes ``cgroup.kill`` and proves every process gone (docs/supervision.md); bwrap
   is reaped.
@@ -79,7 +81,7 @@ BWRAP_FALLBACK_DIRS = ("/usr/bin", "/bin")
 _VALUE_OPTIONS = {"--work": "work", "--ro": "ro", "--rw": "rw", "--keep-env": "keep_env",
                   "--publish": "publish", "--report": "report", "--max-pids": "max_pids",
                   "--end-timeout": "end_timeout"}
-MAX_PIDS_MIN = 8  # bwrap, its init, the probe and CMD need a few pids before CMD forks anything
+MAX_PIDS_MIN = 8  # bwrap, its init, the gate and CMD need a few pids before CMD forks anything
 
 
 def parse_args(argv: list[str]) -> Request:
@@ -202,7 +204,8 @@ def ending_options(argv: list[str]) -> tuple[int | None, float]:
 
 
 def find_bwrap(environ: dict[str, str]) -> str:
-    """The bubblewrap binary: $NO_DOCKER_BWRAP (never trusted: the probe proves what it did)."""
+    """The bubblewrap binary: $NO_DOCKER_BWRAP (not trusted to isolate: the prover proves what
+    it built, the gate refuses a sandbox it did not hold)."""
     configured = environ.get("NO_DOCKER_BWRAP")
     if configured:
         if not os.access(configured, os.X_OK):
@@ -240,7 +243,7 @@ def userns_blocker(read: Callable[[str], str] = _read_text) -> str | None:
 
 
 def plan_items(policy: Policy, request: Request, listing_json: dict, started: float) -> list[tuple[str, str]]:
-    """What the probe reads: what to try, and which outside namespaces to differ from."""
+    """What the prover (and `check`) reads: what to try, which outside namespaces to differ from."""
     environ = os.environ
     items = [("version", "1"), ("t0", repr(started)), ("quiet", "1" if request.quiet else "0"),
              ("supervisor_pid", str(os.getpid())), ("work", policy.work), ("home", policy.home),
@@ -276,7 +279,7 @@ def _high(fd: int) -> int:
 
 
 def _memfd(name: str, data: bytes) -> int:
-    fd = os.memfd_create(name, 0)  # MFD_CLOEXEC off: it must reach bwrap / the probe
+    fd = os.memfd_create(name, 0)  # MFD_CLOEXEC off: it must reach bwrap
     os.write(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)  # bwrap reads --ro-bind-data from the current offset
     return fd
@@ -700,7 +703,7 @@ class Run:
 
 class Sentinel:
     """A unix socket bound and listening outside the run (in the run's marker directory, which
-    the run never sees), shown inside at SENTINEL_PATH: the probe's P12 connect must be refused
+    the run never sees), shown inside at SENTINEL_PATH: the prover's P12 connect must be refused
     by the mediation. Nothing ever accepts on it; :meth:`close` counts what queued up anyway
     (a connect that got through) and removes it."""
 
@@ -1002,7 +1005,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     later_code = audit.changes()
     if config_table(policy.work) != config_before:
         later_code.append(f"{policy.work}/pyproject.toml [tool.no-docker] (the next run's defaults)")
-    # Only the command's refusals: until the probe's verdict they are its own tries of every route.
+    # Only the command's refusals: until the verdict they are the prover's own tries.
     refused = ([r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH]
                if run.mediator and proven else [])
     if run.frozen and ending.clean:

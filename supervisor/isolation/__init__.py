@@ -4,10 +4,14 @@
 - ``plan``            from the command line and this machine to a ``Policy``: mount math, the
                       toolchain, the git layouts and start-up files that run code later.
 - ``listing``         the outside view before start: bound unix sockets, listening TCP ports.
-- ``probe``           runs *inside* the sandbox (``python -I -S``, standard library only),
-                      tries every route and ``exec``s CMD only when every property is proven.
-- ``syscall_filter``  the classic-BPF filter bwrap applies to every process of the run.
-- ``check``           ``no-docker check``: the probe's checks, standalone, from inside a run.
+- ``probe``           the checks (standard library only): every route tried, every property
+                      proven in the run's own view.
+- ``prover``          a child of the supervisor that joins the sandbox bwrap holds and runs
+                      ``probe``'s checks there before anything else runs in it.
+- ``mediation``       the connect mediation (P12): the filter, the spawn of bwrap under it, and
+                      the mediator answering every connect of the run.
+- ``syscall_filter``  the classic-BPF filter every process of the run carries.
+- ``check``           ``no-docker check``: the same checks, from inside a run.
 - ``diagnose``        one-line explanations from what the kernel shows: a nested run, a command
                       that tried the network.
 - ``run_help``        ``no-docker run --help``.

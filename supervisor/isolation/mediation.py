@@ -510,8 +510,8 @@ class Mediator:
         self._netns_known.set()
 
     def end_proof(self) -> None:
-        """The probe has proven the run: refusals recorded from now on are the command's.
-        (The probe's own tries of every engine path are refused too, and are not reported.)"""
+        """The run is proven and released: refusals recorded from now on are the command's.
+        (The prover's own tries are refused too, and are not reported.)"""
         with self._cv:
             self.proof_refusals, self.refusals = self.refusals, {}
 

@@ -1,4 +1,4 @@
-"""From the command line and this machine to a ``Policy`` (and the plan the probe reads).
+"""From the command line and this machine to a ``Policy`` (and the plan the prover reads).
 
 The file-system questions (does it exist, is it a symlink, where does the toolchain live) are
 asked here, once; the decisions are pure functions (``effective_mount``, ``sockets_to_mask``,
@@ -357,7 +357,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
         if chosen and chosen not in toolchain:
             toolchain.append(chosen)
 
-    need(package_dir)  # the probe runs from its real path, inside the supervisor package
+    need(package_dir)  # no-docker itself (`check` inside a run, the pytest plugin)
     # The parts of no-docker are siblings of the supervisor package. In an editable install they
     # live in the source tree, which the run would not otherwise show, and the pytest11 entry
     # point imports no_docker.ci in every pytest started inside a run.

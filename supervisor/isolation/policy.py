@@ -12,7 +12,7 @@ covers an earlier one:
    memory masked) and ``/dev``                                          (P1, P4, P5, P8)
 2. tmpfs over every place sockets and per-user state live               (P3, P11)
 3. the run's own directory (the plan, an empty DOCKER_CONFIG)           (P6)
-4. the toolchain read-only (the probe, python, venv, PATH dirs)         (usability)
+4. the toolchain read-only (no-docker, python, venv, PATH dirs)        (usability)
 5. the work dir and --rw paths writable, --ro paths read-only           (P4)
 6. read-only re-binds inside writable places (.git/hooks, .git/config)  (P4, P11)
 7. /dev/null over every outside socket that would still be visible      (P3)
@@ -34,11 +34,11 @@ PLAN_PATH = f"{RUN_DIR}/plan.json"
 DOCKER_CONFIG_DIR = f"{RUN_DIR}/docker-config"
 FALLBACK_HOME = f"{RUN_DIR}/home"
 # A socket the supervisor binds and listens on *outside* the run, shown inside at this path:
-# the probe's P12 try. Only the connect mediation stands between a connect and it.
+# the prover's P12 try. Only the connect mediation stands between a connect and it.
 SENTINEL_PATH = f"{RUN_DIR}/outside.sock"
 
 # Names that route to an engine, or make a shell run code at start-up (P6, P11). A --keep-env
-# of one of these is a usage error; the probe refuses any of them in the environment (its own
+# of one of these is a usage error; the prover refuses any of them in the environment (its own
 # copy of this list: it imports nothing of no-docker).
 DENIED_ENV_NAMES = frozenset({
     "KUBECONFIG", "BUILDKIT_HOST", "SSH_AUTH_SOCK", "BASH_ENV", "ENV", "ZDOTDIR",
@@ -87,26 +87,26 @@ class Policy:
     system_ro: tuple[str, ...]  # real directories bound read-only at the same path (P4)
     system_symlinks: tuple[tuple[str, str], ...] = ()  # (link, target), e.g. ("/bin", "usr/bin")
     hidden: tuple[str, ...] = ()  # tmpfs over each (P3): /run, /tmp, $HOME, $XDG_RUNTIME_DIR...
-    toolchain_ro: tuple[str, ...] = ()  # the python running the probe, its venv, PATH dirs
+    toolchain_ro: tuple[str, ...] = ()  # the python running no-docker, its venv, PATH dirs
     ro: tuple[str, ...] = ()  # --ro
     rw: tuple[str, ...] = ()  # --rw
     pinned: tuple[str, ...] = ()  # writable dirs re-bound onto themselves so they cannot be renamed
     protected: tuple[str, ...] = ()  # read-only re-binds inside writable places (P4, P11)
     masked: tuple[str, ...] = ()  # outside sockets still visible: /dev/null bound over them (P3)
-    env: tuple[tuple[str, str], ...] = ()  # the complete environment of the probe and CMD (P6)
+    env: tuple[tuple[str, str], ...] = ()  # the complete environment of bwrap and CMD (P6)
     probe_python: str = "/usr/bin/python3"
     # Host-wide kernel settings under the fresh /proc, read-only: root in bwrap's user namespace
     # is still uid 0 to the sysctl permission check (test_perm compares with GLOBAL_ROOT_UID),
     # so kernel.core_pattern, a command the kernel runs as root on the host, was writable (P4).
     proc_readonly: tuple[str, ...] = ("/proc/sys",)
-    probe_source: str = ""  # what the probe runs from (its .pyc or probe.py), visible read-only
-    # The memory of the sandbox's init (bwrap's pid 1, which carries no syscall filter: the
-    # probe installs it for itself and CMD only), /dev/null bound over it: through a writable
-    # /proc/1/mem a run could make the init do what the filter refuses (P5; red-team review).
+    probe_source: str = ""  # no-docker's own checks (probe.py): read-only where it is writable
+    # The memory of the sandbox's init (bwrap's pid 1), /dev/null bound over it: through a
+    # writable /proc/1/mem a run could make the init do what the filter refuses (P5; red-team
+    # review, when the init carried no filter; it carries them all now, the mask stays).
     proc_masked: tuple[str, ...] = ("/proc/1/mem", "/proc/1/task/1/mem")
 
     def writable(self) -> tuple[str, ...]:
-        """Mount points the probe accepts as writable (P4)."""
+        """Mount points the prover accepts as writable (P4)."""
         return (self.work, *self.rw, *self.pinned, *self.hidden)
 
 
@@ -157,9 +157,9 @@ FLAG_PROPERTIES: dict[str, tuple[str, ...]] = {
 # leave cgroups: red-team review). bwrap sets user.max_user_namespaces to 1 in the run's user
 # namespace and moves the run into a second one that cannot raise it, so the kernel refuses
 # every further one (ENOSPC), whatever syscall asks (clone3 included); it needs --unshare-user
-# (as root too: uid 0 is mapped to itself) and checks the result before the probe starts, as
+# (as root too: uid 0 is mapped to itself) and checks the result before it holds the sandbox, as
 # --assert-userns-disabled asks. The syscall filter refuses the same on its own
-# (syscall_filter.userns_rules), and the probe tries (P9).
+# (syscall_filter.userns_rules, with --seccomp), and the prover tries (P9).
 NO_NESTED_USERNS = ("--unshare-user", "--disable-userns", "--assert-userns-disabled")
 
 

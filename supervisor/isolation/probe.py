@@ -1,24 +1,21 @@
-"""The in-sandbox probe: prove P1-P11 by trying, then exec the command (DESIGN §4).
+"""The checks that prove P1-P13 by trying, in the run's own view (DESIGN §4).
 
-Started by bwrap as ``python -I -S /path/to/probe.py --plan-fd N --report-fd M [--release-fd R] -- CMD...``
-(by its real path, or that of its compiled ``__pycache__/probe.*.pyc``: see ``plan.probe_program``).
-Standard library only, and only its cheap corners: ``socket`` (enum), ``json`` and ``re`` each
-cost more than the whole proof, so this module talks to ``_socket`` and reads a line-based plan.
+Two callers: the prover (``prover.py``), which joins a sandbox bwrap holds before anything runs
+in it and runs ``Probe`` in its *held* mode, reading the held process's own state at /proc/1
+of the run's /proc; and ``no-docker check`` inside a run, which runs it on itself. Standard
+library only, and only its cheap corners: ``socket`` (enum), ``json`` and ``re`` each cost
+more than the whole proof, so this module talks to ``_socket`` and reads a line-based plan.
 
-Nothing the environment or a file *claims* is taken as proof. The plan (from the supervisor,
-through an inherited memfd) only says what to *try* (which outside sockets and ports exist)
-and which outside namespaces to differ from; the verdicts come from what the kernel answers
-here: the pids /proc shows, the capability sets, connect() refusing, writes failing. A fake
-``bwrap`` that just execs its command therefore fails at P1 (the host's /proc), before this
-module touches anything.
+Nothing the environment or a file *claims* is taken as proof. The plan (from the supervisor)
+only says what to *try* (which outside sockets and ports exist) and which outside namespaces
+to differ from; the verdicts come from what the kernel answers here: the pids /proc shows, the
+capability sets, connect() refusing, writes failing. A sandbox that is none therefore fails at
+P1 (the host's /proc), before this module reaches out.
 
 The checks run from the least to the most intrusive: views of /proc first, then connect()
 attempts (which send no byte), then write attempts (O_TMPFILE: nothing is left behind even if
-one succeeded), so a sandbox that is not one is refused before the probe reaches out.
-
-Exit: on the first failed property print ``no-docker: Pn not proven: ...`` and exit 125,
-without running CMD. On success exec CMD (same pid); 127 when it is not found, 126 when it
-cannot be executed.
+one succeeded), so a sandbox that is not one is refused before anything is tried on it. The
+first failure raises ``NotProven`` (``run_all``), or ends the table (``table``, for check).
 """
 
 from __future__ import annotations
@@ -873,8 +870,6 @@ class Probe:
         if sid <= 0 or not os.path.exists(f"/proc/{sid}"):
             raise NotProven("P8", f"session {sid} is not a process of the run (no --new-session)")
         ttys = [fd for fd in (0, 1, 2) if os.isatty(fd)]
-        if ttys and self.gate:
-            self._take_terminal(ttys[0])
         try:
             fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
         except OSError:
@@ -941,23 +936,6 @@ class Probe:
             terminals = []
         if terminals:
             raise NotProven("P8", f"/dev/pts shows terminals {terminals[:3]} of other sessions")
-
-    def _take_terminal(self, fd: int) -> None:
-        """The command's session gets the pty no-docker relays as its controlling terminal, so
-        Ctrl-C typed outside reaches the command as SIGINT through the pty. bwrap's init leads
-        the session --new-session made; the probe starts its own (CMD inherits it). The kernel
-        refuses a terminal that is another session's: the caller's, passed through unrelayed."""
-        import fcntl  # only now: most runs (CI, pipes) have no terminal at all
-        import termios
-        try:
-            os.setsid()
-        except OSError:
-            pass  # a process group leader already: TIOCSCTTY says whether it may
-        try:
-            fcntl.ioctl(fd, termios.TIOCSCTTY, 0)
-        except OSError as err:
-            raise NotProven("P8", f"fd {fd} is a terminal the run cannot take as its own ({err.strerror}): "
-                            "another session's (the caller's?), not a pty no-docker relays") from None
 
     # P9: own IPC and UTS namespaces, cgroup filesystem not writable
     def p9(self) -> None:

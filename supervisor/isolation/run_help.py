@@ -65,7 +65,7 @@ environment:
   NO_DOCKER_STATE_DIR  where run markers live (default $XDG_RUNTIME_DIR/no-docker, or
                        /run/no-docker as root)
   NO_DOCKER_BWRAP      the bubblewrap binary (default: /usr/bin/bwrap); what it builds is proven
-                       by the probe, never trusted
+                       before CMD starts, but it is code you run: never one a run can write
 
 More: docs/isolation.md (what a run may see, and how each property is proven),
 docs/supervision.md (how every process is ended)."""
