@@ -114,6 +114,7 @@ def test_any_bytes_classify_without_error(raw):
     addr = parse_sockaddr(raw)
     assert addr.raw == raw
     assert addr.kind in {"path", "abstract", "unnamed", "inet", "inet6", "short", "other"}
+    assert mediation.address_kind(raw) == addr.kind  # the mediator's hot path decides on this alone
 
 
 def test_inet_addresses_parse():
@@ -146,7 +147,7 @@ ABSTRACT = Address("abstract", socket.AF_UNIX, b"", name=b"\0x")
     (40, TCP, True, None, ("answer", errno.ECONNREFUSED, True)),  # AF_VSOCK: in no namespace
 ], ids=lambda v: str(v) if not isinstance(v, Address) else v.kind)
 def test_decision_table(family, addr, same, target, expected):
-    verdict = decide(family, addr, same_netns=same, target=target)
+    verdict = decide(family, addr.kind, same_netns=same, target=target)
     assert (verdict.action, verdict.error, verdict.refused) == expected
 
 
@@ -283,6 +284,50 @@ def test_sockets_made_inside_work_as_without_mediation(spawn, tmp_path):
     for name in os.listdir(tmp_path):
         os.unlink(tmp_path / name)
     assert spawn(code, mediate=False).result() == EXPECTED_INSIDE  # the kernel's own answers
+
+
+def test_many_short_lived_callers_connect_and_the_kept_pidfds_stay_bounded(spawn, tmp_path):
+    """A mediator thread keeps the pidfds of its last MAX_PIDFDS calling threads (a process
+    that connects again costs no pidfd_open): 60 processes and 60 threads, each connecting
+    twice and gone before the next starts, all connect; meanwhile the supervisor holds no
+    more pidfds than the bound allows (one is dropped when its task is gone, or evicted)."""
+    code = PRELUDE + f"""
+d = {str(tmp_path)!r}
+srv = socket.socket(socket.AF_UNIX); srv.bind(d + '/s.sock'); srv.listen(4096)
+codes = []
+for _ in range(60):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(try_unix(d + '/s.sock') + try_unix(d + '/s.sock'))
+    codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+R['processes'] = codes
+out = []
+for _ in range(60):
+    t = threading.Thread(target=lambda: out.append(try_unix(d + '/s.sock') + try_unix(d + '/s.sock')))
+    t.start(); t.join()
+R['threads'] = out
+print('count', flush=True)
+sys.stdin.readline()
+done()
+"""
+    r_in, w_in = os.pipe()
+    child = spawn(code, stdin=r_in)
+    os.close(r_in)
+    assert os.read(child.out_r, 6) == b"count\n"
+    pidfds = [fd for fd in os.listdir("/proc/self/fd") if _link(fd) == "anon_inode:[pidfd]"]
+    threads = len(child.mediator._threads)
+    os.write(w_in, b"go\n")
+    os.close(w_in)
+    assert child.result() == {"processes": [0] * 60, "threads": [0] * 60}
+    assert child.mediator.errors == []
+    assert 0 < len(pidfds) <= mediation.Mediator.MAX_PIDFDS * threads, (len(pidfds), threads)
+
+
+def _link(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
 
 
 def test_inside_sockets_work_under_bwrap(spawn, servers, tmp_path):
