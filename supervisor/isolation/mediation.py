@@ -397,15 +397,15 @@ class Refusal:
 
 class _Worker:
     """One mediator thread's own state: its pidfd cache and address reader are used by that
-    thread alone (no lock); ``token`` says whether it holds the right to receive."""
+    thread alone (no lock); ``parked`` (under the mediator's lock) says it waits in RECV."""
 
-    __slots__ = ("done", "pidfds", "read", "surplus", "token")
+    __slots__ = ("done", "parked", "pidfds", "read", "surplus")
 
     def __init__(self, done: _thread.LockType) -> None:
         self.done = done
         self.pidfds: dict[int, int] = {}  # caller tid -> pidfd (PIDFD_THREAD), oldest first
         self.read: Callable[[int, int, int], bytes] | None = None  # syscalls.vm_reader(), made by the thread
-        self.token = False
+        self.parked = False
         self.surplus = False  # counted out of the pool already: ends after its answer
 
 
@@ -414,13 +414,22 @@ class Mediator:
     ``set_run_netns()`` as soon as the run's network namespace exists (until then every
     connect is refused), ``stop()`` it in the ending, after the run's processes are gone.
 
-    Threads: one thread at a time holds the *token* (a lock) and with it the right to poll
-    and receive; it answers what it receives itself, so the common case costs no thread
-    switch. Before a connect that may block (a blocking socket: a full unix backlog, TCP SYN
-    retries) it hands the token over (to a thread waiting for it, spawned then if no other is
-    free), so a blocked connect delays no other. At most MAX_THREADS connects block at once;
-    beyond that the next waits in the kernel. The pool keeps at most two threads free (one
-    polling, one waiting for the token): a thread whose connect returns beyond that ends.
+    Threads: every free thread waits in SECCOMP_IOCTL_NOTIF_RECV itself (no poll), and the
+    one the kernel hands a notification to answers it, so a connect costs no thread switch
+    and no hand-over. Before a connect that may block (a blocking socket: a full unix backlog,
+    TCP SYN retries) a thread makes sure another one is free to receive (spawned then if none
+    is), so a blocked connect delays no other. At most MAX_THREADS connects block at once;
+    beyond that the next waits in the kernel. The pool keeps at most two threads free: a
+    thread whose connect returns beyond that ends. (Two threads in RECV are both woken for a
+    notification and one takes it: the other goes back to sleep inside the kernel, ~1 µs on
+    the same CPU; a hand-over to a thread waiting on a lock cost 3-20 µs here, the woken
+    thread taking the GIL from another CPU.)
+
+    Stopping: a thread in RECV cannot be woken from here (no signal reaches these threads).
+    It does not need to be: it returns when the filter has no task left (Linux 6.11:
+    seccomp_notify_recv returns then) or when a notification comes, which, once stopping, it
+    answers ENOSYS (what the kernel answers once the listener is gone) before it ends; the
+    last thread out closes the listener when :meth:`stop` could not (see there).
 
     All signals are blocked in these threads: a connect of ours is never cut short by EINTR.
     The listener has SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6; ignored before): the
@@ -449,15 +458,15 @@ class Mediator:
         self.mediated = 0
         self._diag: sockdiag.DiagSocket | None = None
         self._cookie: int | None = None
-        self._lock = _thread.allocate_lock()  # the thread list, the counters, refusals, the cache's changes
-        self._token = _thread.allocate_lock()  # held by the one thread that may receive
+        self._lock = _thread.allocate_lock()  # threads, counters, refusals, the cache's changes
+        self._workers: list[_Worker] = []  # the running threads
         self._alive = 0  # threads of the pool (surplus ones out already)
         self._blocking = 0  # of which in a connect that may block
+        self._close_when_last = False  # stop() left the listener to the last thread out
+        self._lost = False  # its number was closed under us (EBADF): never ours to close again
         self._known: dict[tuple[int, int], int] = {}
-        self._threads: list[_thread.LockType] = []  # one lock per running thread, held while it runs
         self._closing = False
         self._pidfd_thread = True  # PIDFD_THREAD works (Linux 6.9); False once EINVAL says not
-        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self.proof_refusals: dict[tuple[str, str], Refusal] = {}
         self._netns_known = threading.Event()
         self._stopping = False
@@ -500,24 +509,27 @@ class Mediator:
     def stop(self, timeout: float = 2.0) -> None:
         """Close the listener (the kernel answers ENOSYS to whatever is still pending) and end
         the threads. A thread stuck in a connect to a run socket is released when the run's
-        processes are gone (its peer closes); it is a daemon thread either way."""
+        processes are gone (its peer closes); it is a daemon thread either way.
+
+        Threads waiting in RECV are not waited for, and while any thread runs the listener is
+        left to the last one out to close (each answers ENOSYS to what it receives meanwhile,
+        as the kernel does once the listener is closed): its number is never closed while a
+        thread may still use it, so no thread ever acts on a number reused since. They return
+        once no task holds the filter (Linux 6.11; the thread that spawned bwrap lets go of it
+        right after this), or at the next notification. Before 6.11 a thread in RECV stays
+        until the supervisor exits (one process per run: nothing piles up)."""
         self._stopping = True
-        self._quit()
-        try:
-            os.write(self._wake_w, b"x")  # the receiving thread polls it: it stops, and the rest after it
-        except OSError:
-            pass
-        for done in list(self._threads):
+        with self._lock:
+            self._closing = True
+            working = [w.done for w in self._workers if not w.parked]
+        for done in working:
             if done.acquire(timeout=timeout):
                 done.release()
-        if self.listener >= 0:
-            try:
-                os.close(self.listener)
-            except OSError:
-                pass  # closed under us already (the failure the supervisor has reported)
-            self.listener = -1
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        with self._lock:
+            if not self._workers and self.listener >= 0:
+                self._close_listener()
+            else:
+                self._close_when_last = True
         os.close(self.failed_r)
         os.close(self._failed_w)
         with self._lock:
@@ -526,6 +538,20 @@ class Mediator:
         if self._diag:
             self._diag.close()
 
+    def _close_listener(self) -> None:
+        if not self._lost:
+            try:
+                os.close(self.listener)
+            except OSError:
+                pass
+        self.listener = -1
+
+    def _orphaned(self) -> bool:
+        """No task holds the filter any more (seccomp_notify_poll: POLLHUP): the run is over."""
+        poller = select.poll()
+        poller.register(self.listener, select.POLLIN)
+        return any(events & select.POLLHUP for _, events in poller.poll(0))
+
     def summary(self) -> list[dict]:
         return [r.to_json() for r in sorted(self.refusals.values(), key=lambda r: -r.count)]
 
@@ -533,48 +559,34 @@ class Mediator:
         """One more mediator thread. ``_thread`` directly: ``threading.Thread.start`` waits until
         the new thread runs, a scheduler round trip on every ``no-docker run`` for nothing."""
         with self._lock:
-            done = self._enlist()
-        if done is not None:
-            _thread.start_new_thread(self._serve, (_Worker(done),))
+            worker = self._enlist()
+        if worker is not None:
+            _thread.start_new_thread(self._serve, (worker,))
 
-    def _enlist(self) -> _thread.LockType | None:
-        """Under ``_lock``: count one more thread in; its lock, or None at MAX_THREADS or when
+    def _enlist(self) -> _Worker | None:
+        """Under ``_lock``: count one more thread in; its state, or None at MAX_THREADS or when
         stopping."""
         if self._alive >= self.MAX_THREADS or self._closing:
             return None
         done = _thread.allocate_lock()
         done.acquire()  # released when the thread ends: stop() joins on it
-        self._threads.append(done)
+        worker = _Worker(done)
+        self._workers.append(worker)
         self._alive += 1
-        return done
+        return worker
 
     def _quit(self) -> None:
         with self._lock:
             self._closing = True
 
-    # -- the token -------------------------------------------------------------------------
-    def _take_token(self, me: _Worker) -> bool:
-        """Wait for the right to receive; False when stopping (the token is passed on: the
-        next waiter sees that too) or when this thread is surplus."""
-        if me.surplus:
-            return False
-        self._token.acquire()
-        if self._closing:
-            self._token.release()
-            return False
-        me.token = True
-        return True
-
-    def _hand_over(self, me: _Worker) -> None:
-        """Before a connect that may block: count this thread as blocking, and give the token
-        up (a thread is spawned when no other is free to take it)."""
+    def _blocking_connect(self, me: _Worker) -> None:
+        """Before a connect that may block: count this thread as blocking, and spawn a thread
+        when no other is left free to receive."""
         with self._lock:
             self._blocking += 1
-            done = self._enlist() if self._alive - self._blocking < 1 else None
-        if done is not None:
-            _thread.start_new_thread(self._serve, (_Worker(done),))
-        me.token = False
-        self._token.release()
+            worker = self._enlist() if self._alive - self._blocking < 1 else None
+        if worker is not None:
+            _thread.start_new_thread(self._serve, (worker,))
 
     def _unblocked(self, me: _Worker) -> None:
         """After that connect: this thread is free again, or surplus (more than two free)."""
@@ -595,38 +607,55 @@ class Mediator:
             self._fail(f"a mediator thread failed: {err}")
             self._quit()
         finally:
-            if me.token:
-                me.token = False
-                self._token.release()
             for pidfd in me.pidfds.values():
                 os.close(pidfd)
             with self._lock:
                 if not me.surplus:
                     self._alive -= 1
-                self._threads.remove(me.done)
+                self._workers.remove(me)
+                if not self._workers and self._close_when_last and self.listener >= 0:
+                    self._close_listener()
             me.done.release()
 
     def _receive(self, me: _Worker) -> None:
         # Everything the loop uses is bound to a local once: a notification costs no lookup.
         listener, ioctl, mediate, send = self.listener, fcntl.ioctl, self._mediate, NOTIF_RESP.pack
-        recv_nr, send_nr = SECCOMP_IOCTL_NOTIF_RECV, SECCOMP_IOCTL_NOTIF_SEND
+        recv_nr, send_nr, lock = SECCOMP_IOCTL_NOTIF_RECV, SECCOMP_IOCTL_NOTIF_SEND, self._lock
         head, buf, zero = NOTIF_HEAD.unpack_from, bytearray(NOTIF.size), bytes(NOTIF.size)
-        poller = select.poll()
-        poller.register(listener, select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
-        poll, ready = poller.poll, [(listener, select.POLLIN)]
-        while me.token or self._take_token(me):
-            events = poll()
-            if events != ready and self._stop_on(events):
-                return
+        while True:
+            with lock:
+                if self._closing or me.surplus:
+                    return
+                me.parked = True
             buf[:] = zero  # RECV refuses a non-zeroed buffer (check_zeroed_user)
             try:
                 ioctl(listener, recv_nr, buf, True)
+                failed = 0
             except OSError as err:
-                if err.errno in (errno.ENOENT, errno.EINTR):
-                    continue  # the caller was killed between poll and RECV
-                self.errors.append(f"RECV: {err}")
-                self._fail(f"receiving a notification failed: {err}")
+                failed = err.errno or -1
+            with lock:
+                me.parked = False
+                closing = self._closing
+            if closing:
+                # The listener is still open (stop() leaves it to the last thread out while
+                # one runs); answer as the kernel will once it is closed.
+                if not failed:
+                    try:
+                        ioctl(listener, send_nr, send(head(buf)[0], 0, -errno.ENOSYS, 0))
+                    except OSError:
+                        pass
+                return
+            if failed:
+                if failed == errno.ENOENT and self._orphaned():
+                    self._quit()  # every task of the filter is gone: the run is over (Linux 6.11)
+                    return
+                if failed in (errno.ENOENT, errno.EINTR):
+                    continue  # the caller was killed before we received it
+                if failed == errno.EBADF:
+                    with lock:
+                        self._lost = True  # closed under us (the failure the supervisor reports)
+                self.errors.append(f"RECV: {os.strerror(failed)}")
+                self._fail(f"receiving a notification failed: {os.strerror(failed)}")
                 self._quit()
                 return
             nid, pid, _flags, nr, arch, _ip, fd, address, addrlen = head(buf)
@@ -644,19 +673,6 @@ class Mediator:
                 ioctl(listener, send_nr, send(nid, 0, -error, 0))
             except OSError:
                 pass  # ENOENT: the caller was killed meanwhile; the answer has no reader
-
-    def _stop_on(self, events: list[tuple[int, int]]) -> bool:
-        """True when EVENTS (of a poll that was not just the listener readable) end the
-        receiving: stopping, every task of the filter gone (seccomp_notify_poll: POLLHUP, the
-        run is over), or the listener closed under us (POLLNVAL)."""
-        seen = dict(events)
-        mask, waked = seen.get(self.listener, 0), self._wake_r in seen
-        if not waked and not mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
-            return False
-        if not waked and mask & (select.POLLNVAL | select.POLLERR):
-            self._fail("its listener was closed")
-        self._quit()
-        return True
 
     # -- one notification ------------------------------------------------------------------
     def _valid(self, nid: int) -> None:
@@ -764,9 +780,12 @@ class Mediator:
 
     def _decide_and_connect(self, me: _Worker, nid: int, pid: int, sockfd: int, raw: bytes) -> int:
         # The family from getsockname (the one system call of a socket object made from an
-        # fd when type and protocol are given); ENOTSOCK for a non-socket.
+        # fd when type and protocol are given); ENOTSOCK for a non-socket. SOCK_NONBLOCK in
+        # the type: otherwise, with a default timeout set anywhere in this process
+        # (socket.setdefaulttimeout), making the object would switch the *caller's* socket
+        # to non-blocking (FIONBIO on the shared file).
         try:
-            probe = socket.socket(-1, socket.SOCK_STREAM, 0, sockfd)
+            probe = socket.socket(-1, socket.SOCK_STREAM | socket.SOCK_NONBLOCK, 0, sockfd)
         except OSError as err:
             return errno.ENOTSOCK if err.errno == errno.ENOTSOCK else errno.ECONNREFUSED
         try:
@@ -796,7 +815,7 @@ class Mediator:
             self._valid(nid)  # the one check before acting: every read above was the caller's
             if not blocking:
                 return self._linux.connect_raw(sockfd, connect_to)  # never sleeps
-            self._hand_over(me)  # may block (full backlog, SYN retries): others must not wait on it
+            self._blocking_connect(me)  # may block (full backlog, SYN retries): others must not wait on it
             try:
                 return self._linux.connect_raw(sockfd, connect_to)
             finally:

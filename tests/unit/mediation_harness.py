@@ -247,7 +247,7 @@ def _weaken(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(mediation.os, "open", lambda p, *a, **kw: orig_open(
             "/" if isinstance(p, str) and p.endswith("/root") else p, *a, **kw))
     elif name == "single-thread":  # never hand the receiving role over
-        monkeypatch.setattr(mediation.Mediator, "_hand_over", lambda self, me: None)
+        monkeypatch.setattr(mediation.Mediator, "_blocking_connect", lambda self, me: None)
         monkeypatch.setattr(mediation.Mediator, "_unblocked", lambda self, me: None)
     elif name == "no-wait-killable":
         monkeypatch.setattr(mediation, "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV", 0)

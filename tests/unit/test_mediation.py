@@ -315,7 +315,7 @@ done()
     os.close(r_in)
     assert os.read(child.out_r, 6) == b"count\n"
     pidfds = [fd for fd in os.listdir("/proc/self/fd") if _link(fd) == "anon_inode:[pidfd]"]
-    threads = len(child.mediator._threads)
+    threads = len(child.mediator._workers)
     os.write(w_in, b"go\n")
     os.close(w_in)
     assert child.result() == {"processes": [0] * 60, "threads": [0] * 60}
@@ -328,6 +328,35 @@ def _link(fd: str) -> str:
         return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return ""
+
+
+def test_the_callers_socket_stays_blocking_whatever_the_supervisors_default_timeout(spawn, tmp_path):
+    """The mediator reads the caller's socket through a socket object of its own. Made while a
+    default timeout is set in the supervisor process (socket.setdefaulttimeout, by any code
+    in it), such an object switches the socket to non-blocking (FIONBIO): the caller's own
+    socket, which then would not block where the kernel would have blocked."""
+    path = str(tmp_path / "s.sock")
+    code = PRELUDE + f"""
+import fcntl
+srv = socket.socket(socket.AF_UNIX); srv.bind({path!r}); srv.listen()
+t = socket.socket(); t.bind(('127.0.0.1', 0)); t.listen()
+sys.stdin.readline()
+u = socket.socket(socket.AF_UNIX); R['unix'] = u.connect_ex({path!r})
+c = socket.socket(); R['tcp'] = c.connect_ex(t.getsockname())
+R['nonblocking'] = [bool(fcntl.fcntl(x.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK) for x in (u, c)]
+done()
+"""
+    r_in, w_in = os.pipe()
+    child = spawn(code, stdin=r_in)
+    os.close(r_in)
+    socket.setdefaulttimeout(5.0)
+    try:
+        os.write(w_in, b"go\n")
+        os.close(w_in)
+        r = child.result()
+    finally:
+        socket.setdefaulttimeout(None)
+    assert r == {"unix": 0, "tcp": 0, "nonblocking": [False, False]}
 
 
 def test_inside_sockets_work_under_bwrap(spawn, servers, tmp_path):
@@ -524,7 +553,9 @@ done()
     child = spawn(code, stdin=r_in)
     os.close(r_in)
     assert os.read(child.out_r, 6) == b"ready\n"
+    started = time.monotonic()
     child.mediator.stop()  # the supervisor is gone: the kernel answers for it
+    assert time.monotonic() - started < 1.0  # threads waiting in RECV are not waited for
     child.mediator = None
     os.write(w_in, b"go\n")
     os.close(w_in)
