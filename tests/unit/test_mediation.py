@@ -359,6 +359,29 @@ done()
     assert r == {"unix": 0, "tcp": 0, "nonblocking": [False, False]}
 
 
+def test_without_thread_pidfds_a_threads_socket_is_taken_through_its_group(spawn, servers, tmp_path):
+    """Before Linux 6.9 pidfd_open refuses PIDFD_THREAD (EINVAL): the mediator takes the fd
+    through a pidfd of the caller's thread group, and keeps none (a group's pidfd would name
+    the group of whichever task has that tid later). Forced here on a kernel that has it."""
+    engine = servers(socket.AF_UNIX, str(tmp_path / "engine.sock"))
+    code = PRELUDE + f"""
+d = {str(tmp_path)!r}
+srv = socket.socket(socket.AF_UNIX); srv.bind(d + '/in.sock'); srv.listen()
+out = {{}}
+def both():
+    out.update(inside=try_unix(d + '/in.sock'), outside=try_unix(d + '/engine.sock'))
+t = threading.Thread(target=both); t.start(); t.join()
+R.update(out)
+R['main'] = try_unix(d + '/in.sock')
+done()
+"""
+    child = spawn(code, start=False)
+    child.mediator._pidfd_thread = False
+    child.mediator.start()
+    assert child.result() == {"inside": 0, "outside": errno.ECONNREFUSED, "main": 0}
+    assert engine.accepted() == 0 and child.mediator.errors == []
+
+
 def test_inside_sockets_work_under_bwrap(spawn, servers, tmp_path):
     """The product's shape: own pid namespace and /proc, /tmp a tmpfs only the run sees."""
     engine = servers(socket.AF_UNIX, str(tmp_path / "engine.sock"))
