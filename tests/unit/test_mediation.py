@@ -654,12 +654,26 @@ R['blocked_still'] = 'rc' not in blocked
 for _ in range(4): full.accept()[0].close()
 for t in threads: t.join(2)
 R['blocked_after_accept'] = blocked.get('rc')
+print('count', flush=True)
+sys.stdin.readline()
 done()
 """
-    r = spawn(code).result()
+    r_in, w_in = os.pipe()
+    child = spawn(code, stdin=r_in)
+    os.close(r_in)
+    assert os.read(child.out_r, 6) == b"count\n"
+    grown = len(child.mediator._workers)
+    deadline = time.monotonic() + 2
+    while len(child.mediator._workers) > 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # threads beyond two free end after their connect returned
+    shrunk = len(child.mediator._workers)
+    os.write(w_in, b"go\n")
+    os.close(w_in)
+    r = child.result()
     assert r["nonblocking_full"] == errno.EAGAIN  # the kernel's answer for a full backlog
     assert r["other"] == [0] * 20 and r["other_ms"] < 500
     assert r["blocked_still"] and r["blocked_after_accept"] == 0
+    assert grown >= 2 and shrunk <= 2, (grown, shrunk)
 
 
 def test_signals_during_mediated_connects(spawn, tmp_path):
