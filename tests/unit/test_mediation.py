@@ -676,6 +676,24 @@ done()
     assert grown >= 2 and shrunk <= 2, (grown, shrunk)
 
 
+def test_sequential_blocking_connects_spawn_no_thread_after_the_first(spawn, tmp_path, monkeypatch):
+    """A thread about to make a blocking connect spawns another only when none is free to
+    receive: one connect after another, the pool stays at two threads (one at the start, the
+    spare at the first blocking connect), not one more thread per connect."""
+    enlisted = []
+    enlist = mediation.Mediator._enlist
+    monkeypatch.setattr(mediation.Mediator, "_enlist", lambda self: enlisted.append(1) or enlist(self))
+    code = PRELUDE + f"""
+srv = socket.socket(socket.AF_UNIX); srv.bind({str(tmp_path / 's.sock')!r}); srv.listen(4096)
+t = socket.socket(); t.bind(('127.0.0.1', 0)); t.listen(4096)
+R['unix'] = sum(try_unix({str(tmp_path / 's.sock')!r}) for _ in range(200))
+R['tcp'] = sum(socket.socket().connect_ex(t.getsockname()) for _ in range(200))
+done()
+"""
+    assert spawn(code).result() == {"unix": 0, "tcp": 0}
+    assert len(enlisted) <= 3, len(enlisted)
+
+
 def test_signals_during_mediated_connects(spawn, tmp_path):
     """SIGALRM every 100 µs while connecting (libc connect, no Python retry).
 
