@@ -19,14 +19,18 @@ read-only mounts and network namespaces (notes/isolation-anchors.md §1). So the
   no network namespace confines (AF_VSOCK and any family not in :data:`CONFINED_FAMILIES`) are
   refused whatever their namespace.
 
-Soundness (DESIGN §4): the address is read once from ``/proc/PID/mem`` (opened after RECV:
-one opened before the caller's execve reads the old mm); the socket is the caller's own object
-(``pidfd_getfd``), so its options, binding and O_NONBLOCK are the caller's, and a ``dup2`` onto
-the fd number after we took it changes nothing we checked; the inode checked is the inode
-connected. ``SECCOMP_IOCTL_NOTIF_ID_VALID`` after each read of the caller's state proves the
-pid still names the blocked caller (seccomp_unotify(2), "pid reuse"). We never answer with
-``SECCOMP_USER_NOTIF_FLAG_CONTINUE``: the kernel would re-read the fd and the memory after our
-check (seccomp_unotify(2) warns exactly this).
+Soundness (DESIGN §4): the address is read once, after RECV, by one ``process_vm_readv``
+of the calling thread (nothing is opened ahead: a ``/proc/PID/mem`` opened before the caller's
+execve would read the old mm); the socket is the caller's own object (``pidfd_getfd``), so its
+options, binding and O_NONBLOCK are the caller's, and a ``dup2`` onto the fd number after we
+took it changes nothing we checked; the inode checked is the inode connected.
+``SECCOMP_IOCTL_NOTIF_ID_VALID`` after the reads of the caller's state and before we act on
+them proves the tid still named the blocked caller when each was made (seccomp_unotify(2),
+"pid reuse"): one check covers every read made before it, because the kernel says valid only
+while the caller is alive and blocked in this very connect (:meth:`Mediator._valid` gives the
+kernel's reasons); an answer with no connect needs none, SEND reaches only a caller still
+waiting. We never answer with ``SECCOMP_USER_NOTIF_FLAG_CONTINUE``: the kernel would re-read
+the fd and the memory after our check (seccomp_unotify(2) warns exactly this).
 
 Fails closed: a notification the mediator cannot decide gets ECONNREFUSED; when the listener
 is closed (the supervisor died or stopped) the kernel answers ENOSYS to every pending and
@@ -51,10 +55,14 @@ import select
 import stat
 import struct
 import threading
-import time
 
 from ..record import Factory, record
 from . import sockdiag
+from .syscalls import RESOLVE_BENEATH, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (run path)
 if TYPE_CHECKING:
@@ -127,28 +135,13 @@ SECCOMP_IOCTL_NOTIF_ID_VALID = _ioc(1, 2, 8)  # _IOW(u64)
 # connecting the caller's own socket (pidfd_getfd) keeps them all.
 SECCOMP_IOCTL_NOTIF_ADDFD = _ioc(1, 3, 24)
 SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1  # never used: see the module docstring
+SECCOMP_IOCTL_NOTIF_SET_FLAGS = _ioc(1, 4, 8)  # _IOW(u64); the flags are the argument itself
+SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP = 1
 
 
-@record
-class Notification:
-    id: int
-    pid: int
-    nr: int
-    arch: int
-    args: tuple[int, ...]
-
-
-def parse_notification(raw: bytes) -> Notification:
-    """A ``struct seccomp_notif`` as filled by SECCOMP_IOCTL_NOTIF_RECV."""
-    if len(raw) != NOTIF.size:
-        raise MediationError(f"seccomp_notif of {len(raw)} bytes, expected {NOTIF.size}")
-    nid, pid, _flags, nr, arch, _ip, *args = NOTIF.unpack(raw)
-    return Notification(id=nid, pid=pid, nr=nr, arch=arch, args=tuple(args))
-
-
-def response(nid: int, error: int) -> bytes:
-    """A ``struct seccomp_notif_resp``: the syscall returns 0, or -1 with errno ERROR."""
-    return NOTIF_RESP.pack(nid, 0, -error if error else 0, 0)
+# The part of struct seccomp_notif a connect needs: id, pid, flags, nr, arch,
+# instruction_pointer, args[0] (fd), args[1] (sockaddr pointer), args[2] (addrlen).
+NOTIF_HEAD = struct.Struct("=QIIiIQQQQ")
 
 
 def _int32(value: int) -> int:
@@ -184,6 +177,28 @@ class Address:
         return f"family {self.family}"
 
 
+def address_kind(raw: bytes) -> str:
+    """The ``kind`` of :func:`parse_sockaddr` alone, without building the record (the
+    mediator's hot path needs nothing more to decide). Pure."""
+    if len(raw) < 2:
+        return "short"
+    family = raw[0] | raw[1] << 8  # sa_family_t, host order (little-endian on both arches)
+    if family == socket.AF_UNIX:
+        if len(raw) == 2:
+            return "unnamed"
+        return "abstract" if raw[2] == 0 else "path"
+    if family == socket.AF_INET and len(raw) >= 8:
+        return "inet"
+    if family == socket.AF_INET6 and len(raw) >= 24:
+        return "inet6"
+    return "other"
+
+
+def unix_path(raw: bytes) -> bytes:
+    """The pathname of a ``path`` address: up to the first NUL or to ``addrlen``."""
+    return raw[2:].split(b"\0", 1)[0]
+
+
 def parse_sockaddr(raw: bytes) -> Address:
     """Classify RAW (the bytes connect(2) was given, at most 128). Pure.
 
@@ -192,23 +207,21 @@ def parse_sockaddr(raw: bytes) -> Address:
     ``addrlen`` (unix_mkname_bsd terminates it there), so a 108-byte path without NUL is
     valid and bytes after a NUL are ignored. ``addrlen`` of 2 is an unnamed address, which
     connect refuses with EINVAL (unix_validate_addr)."""
-    if len(raw) < 2:
+    kind = address_kind(raw)
+    if kind == "short":
         return Address("short", -1, raw)
-    family = int.from_bytes(raw[:2], "little")  # sa_family_t, host order
-    if family == socket.AF_UNIX:
-        sun = raw[2:]
-        if not sun:
-            return Address("unnamed", family, raw)
-        if sun[0] == 0:
-            return Address("abstract", family, raw, name=sun)
-        return Address("path", family, raw, name=sun.split(b"\0", 1)[0])
-    if family == socket.AF_INET and len(raw) >= 8:
+    family = raw[0] | raw[1] << 8
+    if kind == "path":
+        return Address("path", family, raw, name=unix_path(raw))
+    if kind == "abstract":
+        return Address("abstract", family, raw, name=raw[2:])
+    if kind == "inet":
         return Address("inet", family, raw, host=socket.inet_ntop(socket.AF_INET, raw[4:8]),
                        port=int.from_bytes(raw[2:4], "big"))
-    if family == socket.AF_INET6 and len(raw) >= 24:
+    if kind == "inet6":
         return Address("inet6", family, raw, host=socket.inet_ntop(socket.AF_INET6, raw[8:24]),
                        port=int.from_bytes(raw[2:4], "big"))
-    return Address("other", family, raw)
+    return Address(kind, family, raw)
 
 
 def sockaddr_un(path: bytes) -> bytes:
@@ -241,26 +254,35 @@ class Verdict:
     reason: str = ""
 
 
-def decide(sock_family: int, address: Address, *, same_netns: bool, target: str | None = None,
+CONNECT = Verdict("connect")
+_OUTSIDE = Verdict("answer", errno.ECONNREFUSED, True, "bound outside the run")
+_NOT_SOCKET = Verdict("answer", errno.ECONNREFUSED)  # what unix_find_bsd answers
+_UNRESOLVABLE = Verdict("answer", errno.ECONNREFUSED, True, "cannot be resolved in the caller's view")
+_OTHER_NETNS = Verdict("answer", errno.ECONNREFUSED, True, "socket of another network namespace")
+
+
+def decide(sock_family: int, kind: str, *, same_netns: bool, target: str | None = None,
            target_error: int = 0) -> Verdict:
-    """What to do with one connect. SOCK_FAMILY: the caller's socket's SO_DOMAIN; SAME_NETNS:
-    the socket was created in the run's network namespace; TARGET: for a pathname address on
-    a unix socket, the outcome of resolving it (TARGET_ERROR: the errno for MISSING)."""
-    if sock_family == socket.AF_UNIX and address.kind == "path":
+    """What to do with one connect. SOCK_FAMILY: the caller's socket's family; KIND: the
+    address's (:func:`address_kind`); SAME_NETNS: the socket was created in the run's network
+    namespace (not consulted for a pathname: the inode decides); TARGET: for a pathname
+    address on a unix socket, the outcome of resolving it (TARGET_ERROR: the errno for
+    MISSING). Made verdicts are shared constants: one connect costs no record."""
+    if sock_family == socket.AF_UNIX and kind == "path":
         if target == RUN_SOCKET:
-            return Verdict("connect")
+            return CONNECT
         if target == MISSING:
             return Verdict("answer", target_error or errno.ENOENT)
         if target == NOT_SOCKET:
-            return Verdict("answer", errno.ECONNREFUSED)  # what unix_find_bsd answers
+            return _NOT_SOCKET
         if target == OUTSIDE_SOCKET:
-            return Verdict("answer", errno.ECONNREFUSED, True, "bound outside the run")
-        return Verdict("answer", errno.ECONNREFUSED, True, "cannot be resolved in the caller's view")
+            return _OUTSIDE
+        return _UNRESOLVABLE
     if sock_family not in CONFINED_FAMILIES:
         return Verdict("answer", errno.ECONNREFUSED, True, f"socket family {sock_family} is in no namespace")
     if not same_netns:
-        return Verdict("answer", errno.ECONNREFUSED, True, "socket of another network namespace")
-    return Verdict("connect")
+        return _OTHER_NETNS
+    return CONNECT
 
 
 # --- starting bwrap under the filter ------------------------------------------------------
@@ -449,23 +471,52 @@ class Refusal:
                 "callers": [{"pid": p, "command": c} for p, c in self.callers]}
 
 
+class _Worker:
+    """One mediator thread's own state: its pidfd cache and address reader are used by that
+    thread alone (no lock); ``parked`` (under the mediator's lock) says it waits in RECV."""
+
+    __slots__ = ("done", "parked", "pidfds", "read", "surplus")
+
+    def __init__(self, done: _thread.LockType) -> None:
+        self.done = done
+        self.pidfds: dict[int, int] = {}  # caller tid -> pidfd (PIDFD_THREAD), oldest first
+        self.read: Callable[[int, int, int], bytes] | None = None  # syscalls.vm_reader(), made by the thread
+        self.parked = False
+        self.surplus = False  # counted out of the pool already: ends after its answer
+
+
 class Mediator:
     """Answers the connects of one run. ``start()`` it as soon as the listener is received,
     ``set_run_netns()`` as soon as the run's network namespace exists (until then every
     connect is refused), ``stop()`` it in the ending, after the run's processes are gone.
 
-    Threads (leader/followers): one thread at a time (the leader) polls, receives and answers
-    notifications itself, so the common case costs no thread switch. Before a connect that may
-    block (a blocking socket: a full unix backlog, TCP SYN retries) it marks itself busy; a
-    follower (spawned then if none waits) takes the leader role over once that connect has
-    lasted STALL, so a blocked connect delays others by at most ~STALL. At most MAX_THREADS
-    connects block at once; beyond that the next waits in the kernel. Followers wake every
-    STALL only while a leader is busy.
+    Threads: every free thread waits in SECCOMP_IOCTL_NOTIF_RECV itself (no poll), and the
+    one the kernel hands a notification to answers it, so a connect costs no thread switch
+    and no hand-over. Before a connect that may block (a blocking socket: a full unix backlog,
+    TCP SYN retries) a thread makes sure another one is free to receive (spawned then if none
+    is), so a blocked connect delays no other. At most MAX_THREADS connects block at once;
+    beyond that the next waits in the kernel. The pool keeps at most two threads free: a
+    thread whose connect returns beyond that ends. (Two threads in RECV are both woken for a
+    notification and one takes it: the other goes back to sleep inside the kernel, ~1 µs on
+    the same CPU; a hand-over to a thread waiting on a lock cost 3-20 µs here, the woken
+    thread taking the GIL from another CPU.)
+
+    Stopping: a thread in RECV cannot be woken from here (no signal reaches these threads).
+    It does not need to be: it returns when the filter has no task left (Linux 6.11:
+    seccomp_notify_recv returns then) or when a notification comes, which, once stopping, it
+    answers ENOSYS (what the kernel answers once the listener is gone) before it ends; the
+    last thread out closes the listener when :meth:`stop` could not (see there).
+
     All signals are blocked in these threads: a connect of ours is never cut short by EINTR.
+    The listener has SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6; ignored before): the
+    kernel wakes the receiving thread on the caller's CPU, and the caller on ours when we
+    answer. Measured here: the do-nothing round trip falls from ~+45-60 µs to ~+5-18 µs when
+    the other CPU is idle (a cross-CPU wake-up of an idle virtual CPU costs ~20 µs each way).
     """
 
     MAX_THREADS = 32
     MAX_KNOWN = 256  # socket files of the run held open (O_PATH) as proven inside
+    MAX_PIDFDS = 16  # per thread: pidfds of recent callers
     MAX_CALLERS = 8
 
     def __init__(self, listener: int, arch: str | None = None) -> None:
@@ -483,14 +534,15 @@ class Mediator:
         self.mediated = 0
         self._diag: sockdiag.DiagSocket | None = None
         self._cookie: int | None = None
-        self._cv = threading.Condition()
-        self._leader: int | None = None  # thread ident of the one thread that may RECV
-        self._busy_since: float | None = None
+        self._lock = _thread.allocate_lock()  # threads, counters, refusals, the cache's changes
+        self._workers: list[_Worker] = []  # the running threads
+        self._alive = 0  # threads of the pool (surplus ones out already)
+        self._blocking = 0  # of which in a connect that may block
+        self._close_when_last = False  # stop() left the listener to the last thread out
+        self._lost = False  # its number was closed under us (EBADF): never ours to close again
         self._known: dict[tuple[int, int], int] = {}
-        self._idle = 0
-        self._threads: list[_thread.LockType] = []  # one lock per thread, held while it runs
         self._closing = False
-        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._pidfd_thread = True  # PIDFD_THREAD works (Linux 6.9); False once EINVAL says not
         self.proof_refusals: dict[tuple[str, str], Refusal] = {}
         self._netns_known = threading.Event()
         self._stopping = False
@@ -501,6 +553,10 @@ class Mediator:
 
     # -- life ------------------------------------------------------------------------------
     def start(self) -> None:
+        try:
+            fcntl.ioctl(self.listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
+        except OSError:
+            pass  # before Linux 6.6: only slower (a wake-up may cross CPUs)
         self._spawn()
 
     def set_run_netns(self, netns_fd: int) -> None:
@@ -512,7 +568,7 @@ class Mediator:
     def end_proof(self) -> None:
         """The run is proven and released: refusals recorded from now on are the command's.
         (The prover's own tries are refused too, and are not reported.)"""
-        with self._cv:
+        with self._lock:
             self.proof_refusals, self.refusals = self.refusals, {}
 
     def _fail(self, why: str) -> None:
@@ -529,34 +585,48 @@ class Mediator:
     def stop(self, timeout: float = 2.0) -> None:
         """Close the listener (the kernel answers ENOSYS to whatever is still pending) and end
         the threads. A thread stuck in a connect to a run socket is released when the run's
-        processes are gone (its peer closes); it is a daemon thread either way."""
+        processes are gone (its peer closes); it is a daemon thread either way.
+
+        Threads waiting in RECV are not waited for, and while any thread runs the listener is
+        left to the last one out to close (each answers ENOSYS to what it receives meanwhile,
+        as the kernel does once the listener is closed): its number is never closed while a
+        thread may still use it, so no thread ever acts on a number reused since. They return
+        once no task holds the filter (Linux 6.11; the thread that spawned bwrap lets go of it
+        right after this), or at the next notification. Before 6.11 a thread in RECV stays
+        until the supervisor exits (one process per run: nothing piles up)."""
         self._stopping = True
-        with self._cv:
+        with self._lock:
             self._closing = True
-            self._cv.notify_all()
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass
-        for done in list(self._threads):
+            working = [w.done for w in self._workers if not w.parked]
+        for done in working:
             if done.acquire(timeout=timeout):
                 done.release()
-        if self.listener >= 0:
+        with self._lock:
+            if not self._workers and self.listener >= 0:
+                self._close_listener()
+            else:
+                self._close_when_last = True
+        os.close(self.failed_r)
+        os.close(self._failed_w)
+        with self._lock:
+            while self._known:
+                os.close(self._known.popitem()[1])  # out of the cache before closed: see _remember
+        if self._diag:
+            self._diag.close()
+
+    def _close_listener(self) -> None:
+        if not self._lost:
             try:
                 os.close(self.listener)
             except OSError:
-                pass  # closed under us already (the failure the supervisor has reported)
-            self.listener = -1
-        os.close(self._wake_r)
-        os.close(self._wake_w)
-        os.close(self.failed_r)
-        os.close(self._failed_w)
-        with self._cv:
-            for fd in self._known.values():
-                os.close(fd)
-            self._known.clear()
-        if self._diag:
-            self._diag.close()
+                pass
+        self.listener = -1
+
+    def _orphaned(self) -> bool:
+        """No task holds the filter any more (seccomp_notify_poll: POLLHUP): the run is over."""
+        poller = select.poll()
+        poller.register(self.listener, select.POLLIN)
+        return any(events & select.POLLHUP for _, events in poller.poll(0))
 
     def summary(self) -> list[dict]:
         return [r.to_json() for r in sorted(self.refusals.values(), key=lambda r: -r.count)]
@@ -564,216 +634,276 @@ class Mediator:
     def _spawn(self) -> None:
         """One more mediator thread. ``_thread`` directly: ``threading.Thread.start`` waits until
         the new thread runs, a scheduler round trip on every ``no-docker run`` for nothing."""
-        if len(self._threads) >= self.MAX_THREADS:
-            return
+        with self._lock:
+            worker = self._enlist()
+        if worker is not None:
+            _thread.start_new_thread(self._serve, (worker,))
+
+    def _enlist(self) -> _Worker | None:
+        """Under ``_lock``: count one more thread in; its state, or None at MAX_THREADS or when
+        stopping."""
+        if self._alive >= self.MAX_THREADS or self._closing:
+            return None
         done = _thread.allocate_lock()
         done.acquire()  # released when the thread ends: stop() joins on it
-
-        def serve() -> None:
-            try:
-                self._serve()
-            finally:
-                done.release()
-
-        self._threads.append(done)
-        _thread.start_new_thread(serve, ())
-
-    # -- leader/followers ------------------------------------------------------------------
-    STALL = 0.01  # a connect blocked this long (s) loses the receiving role to a follower
-
-    def _lead(self) -> bool:
-        """Wait until this thread may receive; False when stopping. A follower takes the role
-        over from a leader stuck in a connect for STALL (it cannot be in RECV then)."""
-        me = threading.get_ident()
-        with self._cv:
-            while not self._closing:
-                stuck = self._busy_since is not None and time.monotonic() - self._busy_since >= self.STALL
-                if self._leader is None or stuck:
-                    self._leader, self._busy_since = me, None
-                    return True
-                self._idle += 1
-                self._cv.wait(self.STALL if self._busy_since is not None else None)
-                self._idle -= 1
-            return False
-
-    def _busy(self) -> None:
-        """Mark the leader as entering a connect that may block: a follower (spawned now if
-        none waits) takes over after STALL. No thread switch unless it does block."""
-        with self._cv:
-            if self._leader != threading.get_ident():
-                return
-            self._busy_since = time.monotonic()
-            if self._idle:
-                self._cv.notify()  # start its STALL clock
-            else:
-                self._spawn()
-
-    def _unbusy(self) -> None:
-        with self._cv:
-            if self._leader == threading.get_ident():
-                self._busy_since = None
-
-    def _still_leader(self) -> bool:
-        with self._cv:
-            return self._leader == threading.get_ident() and not self._closing
+        worker = _Worker(done)
+        self._workers.append(worker)
+        self._alive += 1
+        return worker
 
     def _quit(self) -> None:
-        with self._cv:
+        with self._lock:
             self._closing = True
-            self._leader = None
-            self._cv.notify_all()
 
-    def _serve(self) -> None:
+    def _blocking_connect(self, me: _Worker) -> None:
+        """Before a connect that may block: count this thread as blocking, and spawn a thread
+        when no other is left free to receive."""
+        with self._lock:
+            self._blocking += 1
+            worker = self._enlist() if self._alive - self._blocking < 1 else None
+        if worker is not None:
+            _thread.start_new_thread(self._serve, (worker,))
+
+    def _unblocked(self, me: _Worker) -> None:
+        """After that connect, before its answer: this thread is free again, or surplus (more
+        than two free). Not later (at the next park, say): the answer lets the caller connect
+        again at once, and another thread receiving that would count this one as still blocked
+        and spawn one more, for every connect (measured: +15-20 µs each)."""
+        with self._lock:
+            self._blocking -= 1
+            if self._alive - self._blocking > 2:
+                self._alive -= 1
+                me.surplus = True
+
+    # -- receiving -------------------------------------------------------------------------
+    def _serve(self, me: _Worker) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())  # _signal has both
-        poller = select.poll()
-        poller.register(self.listener, select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
-        buf = bytearray(NOTIF.size)
-        while self._lead():
-            while self._still_leader():
-                events = dict(poller.poll())
-                if self._wake_r in events or events.get(self.listener, 0) & (
-                        select.POLLHUP | select.POLLERR | select.POLLNVAL):
-                    # Stopping, or every task of the filter is gone (seccomp_notify_poll:
-                    # POLLHUP, the run is over), or the listener was closed under us (POLLNVAL).
-                    if self._wake_r not in events and events.get(self.listener, 0) & (
-                            select.POLLNVAL | select.POLLERR):
-                        self._fail("its listener was closed")
-                    self._quit()
+        try:
+            me.read = self._linux.vm_reader()
+            self._receive(me)
+        except Exception as err:  # a fault of ours outside one notification: fail closed, loudly
+            self.errors.append(f"{type(err).__name__}: {err}")
+            self._fail(f"a mediator thread failed: {err}")
+            self._quit()
+        finally:
+            for pidfd in me.pidfds.values():
+                os.close(pidfd)
+            with self._lock:
+                if not me.surplus:
+                    self._alive -= 1
+                self._workers.remove(me)
+                if not self._workers and self._close_when_last and self.listener >= 0:
+                    self._close_listener()
+            me.done.release()
+
+    def _receive(self, me: _Worker) -> None:
+        # Everything the loop uses is bound to a local once: a notification costs no lookup.
+        listener, ioctl, mediate, send = self.listener, fcntl.ioctl, self._mediate, NOTIF_RESP.pack
+        recv_nr, send_nr, lock = SECCOMP_IOCTL_NOTIF_RECV, SECCOMP_IOCTL_NOTIF_SEND, self._lock
+        head, buf, zero = NOTIF_HEAD.unpack_from, bytearray(NOTIF.size), bytes(NOTIF.size)
+        while True:
+            with lock:
+                if self._closing or me.surplus:
                     return
-                buf[:] = bytes(NOTIF.size)  # RECV refuses a non-zeroed buffer (check_zeroed_user)
-                try:
-                    fcntl.ioctl(self.listener, SECCOMP_IOCTL_NOTIF_RECV, buf, True)
-                except OSError as err:
-                    if err.errno in (errno.ENOENT, errno.EINTR):
-                        continue  # the caller was killed between poll and RECV
-                    self.errors.append(f"RECV: {err}")
-                    self._fail(f"receiving a notification failed: {err}")
-                    self._quit()
+                me.parked = True
+            buf[:] = zero  # RECV refuses a non-zeroed buffer (check_zeroed_user)
+            try:
+                ioctl(listener, recv_nr, buf, True)
+                failed = 0
+            except OSError as err:
+                failed = err.errno or -1
+            with lock:
+                me.parked = False
+                closing = self._closing
+            if closing:
+                # The listener is still open (stop() leaves it to the last thread out while
+                # one runs); answer as the kernel will once it is closed.
+                if not failed:
+                    try:
+                        ioctl(listener, send_nr, send(head(buf)[0], 0, -errno.ENOSYS, 0))
+                    except OSError:
+                        pass
+                return
+            if failed:
+                if failed == errno.ENOENT and self._orphaned():
+                    self._quit()  # every task of the filter is gone: the run is over (Linux 6.11)
                     return
-                self._answer(parse_notification(bytes(buf)))
+                if failed in (errno.ENOENT, errno.EINTR):
+                    continue  # the caller was killed before we received it
+                if failed == errno.EBADF:
+                    with lock:
+                        self._lost = True  # closed under us (the failure the supervisor reports)
+                self.errors.append(f"RECV: {os.strerror(failed)}")
+                self._fail(f"receiving a notification failed: {os.strerror(failed)}")
+                self._quit()
+                return
+            nid, pid, _flags, nr, arch, _ip, fd, address, addrlen = head(buf)
+            try:
+                error = mediate(me, nid, pid, nr, arch, fd, address, addrlen)
+            except _Gone:
+                # Most likely nobody waits any more; answer anyway (SEND says ENOENT then): a
+                # notification left unanswered would hang its caller for the run's life.
+                error = errno.ECONNREFUSED
+            except Exception as err:  # a fault of ours: fail closed, say so
+                self.errors.append(f"{type(err).__name__}: {err}")
+                error = errno.ECONNREFUSED
+            self.mediated += 1
+            try:
+                ioctl(listener, send_nr, send(nid, 0, -error, 0))
+            except OSError:
+                pass  # ENOENT: the caller was killed meanwhile; the answer has no reader
 
     # -- one notification ------------------------------------------------------------------
     def _valid(self, nid: int) -> None:
+        """SECCOMP_IOCTL_NOTIF_ID_VALID, else _Gone.
+
+        Why one call covers every read of the caller's state made before it: the kernel
+        says valid only while the notification is on the filter's list in state SENT
+        (kernel/seccomp.c, seccomp_notify_id_valid), and the caller takes it off that list
+        (seccomp_do_user_notification, ``list_del(&n.list)``) before its connect returns,
+        so before it can exit, be reaped, or be killed by another thread's execve
+        (de_thread). Valid now means the caller has been alive and blocked in this connect
+        since RECV; its tid (``pid`` here) named it and nothing else all along (a tid is
+        not reused while its task lives; de_thread hands the leader's tid over only once
+        the old leader is dead), its memory is the one mm it has had since (only execve
+        replaces an mm, and the caller is blocked), and its root and cwd were read by tid
+        at those times. So every read made by tid since RECV (/proc/PID/..., pidfd_open,
+        process_vm_readv) read the caller's state, as of the moment of each read."""
         try:
             fcntl.ioctl(self.listener, SECCOMP_IOCTL_NOTIF_ID_VALID, struct.pack("=Q", nid))
         except OSError as err:
             raise _Gone from err
 
-    def _answer(self, note: Notification) -> None:
-        try:
-            error = self._mediate(note)
-        except _Gone:
-            # Most likely nobody waits any more; answer anyway (SEND says ENOENT then): a
-            # notification left unanswered would hang its caller for the run's life.
-            error = errno.ECONNREFUSED
-        except Exception as err:  # a fault of ours: fail closed, say so
-            self.errors.append(f"{type(err).__name__}: {err}")
-            error = errno.ECONNREFUSED
-        self.mediated += 1
-        try:
-            fcntl.ioctl(self.listener, SECCOMP_IOCTL_NOTIF_SEND, response(note.id, error))
-        except OSError:
-            pass  # ENOENT: the caller was killed meanwhile; the answer has no reader
+    def _mediate(self, me: _Worker, nid: int, pid: int, nr: int, arch: int, fd: int, address: int,
+                 addrlen: int) -> int:
+        """0 or the errno for one notification. Raises _Gone when the caller's state can no
+        longer be trusted to be the caller's.
 
-    def _mediate(self, note: Notification) -> int:
-        """0 or the errno for NOTE. Raises _Gone when the caller's state can no longer be
-        trusted to be the caller's."""
-        if note.arch != self.audit_arch or note.nr != self.connect_nr:
+        No ID_VALID until just before the connect (:meth:`_valid`): an answer without a
+        connect (EFAULT, EBADF, ENOENT...) needs none, because SEND itself reaches only a
+        caller still waiting, which makes every read before it the caller's (the same
+        argument); a refusal is checked before it is recorded."""
+        if arch != self.audit_arch or nr != self.connect_nr:
             return errno.ENOSYS  # the filter notifies nothing else
-        nid, pid = note.id, note.pid
-        fd, addrlen = _int32(note.args[0]), _int32(note.args[2])
+        fd, addrlen = _int32(fd), _int32(addrlen)
         if not 0 <= addrlen <= SOCKADDR_STORAGE:
             return errno.EINVAL  # move_addr_to_kernel
         raw = b""
         if addrlen:
+            # One process_vm_readv, by tid: the address is read once, after RECV, from the
+            # mm the caller has now (a /proc/PID/mem opened before an execve would read the
+            # old one; there is nothing opened here). Same permission as pidfd_getfd below
+            # (PTRACE_MODE_ATTACH_REALCREDS). A task that exec'd meanwhile is not the caller:
+            # the execve killed it (de_thread), and the ID_VALID before the connect says so.
             try:
-                mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+                raw = me.read(pid, address, addrlen)  # type: ignore[misc]  # set before the loop
             except OSError as err:
-                self._valid(nid)
-                raise MediationError(f"/proc/{pid}/mem: {err.strerror}") from err
-            try:
-                self._valid(nid)  # mem is the caller's (its pid was not reused)
-                try:
-                    raw = os.pread(mem, addrlen, note.args[1])
-                except OSError:
-                    raw = b""
-            finally:
-                os.close(mem)
-            self._valid(nid)  # the caller still waits: what we read is its address now
+                if err.errno == errno.EFAULT:
+                    return errno.EFAULT  # what copy_from_user makes of a bad pointer
+                if err.errno == errno.ESRCH:
+                    raise _Gone from err
+                raise MediationError(f"reading the address of {pid}: {err.strerror}") from err
             if len(raw) != addrlen:
-                return errno.EFAULT  # what copy_from_user makes of a bad pointer
-        # note.pid is the calling *thread*; PIDFD_THREAD (Linux 6.9) names that very task,
-        # whose fd table is the one connect(2) uses (a thread may have its own: CLONE_FILES
-        # is optional). Older kernels: EINVAL for a non-leader, then the thread group's.
+                return errno.EFAULT
         try:
-            try:
-                pidfd = os.pidfd_open(pid, PIDFD_THREAD)
-            except OSError as err:
-                if err.errno != errno.EINVAL:
-                    raise
-                pidfd = os.pidfd_open(_tgid(pid))
+            sockfd = self._caller_fd(me, pid, fd)
         except OSError as err:
-            self._valid(nid)
-            raise MediationError(f"pidfd_open({pid}): {err.strerror}") from err
+            if err.errno == errno.EBADF:
+                return errno.EBADF  # what connect(2) says for a bad fd
+            if err.errno == errno.ESRCH:
+                raise _Gone from err
+            raise MediationError(f"the socket of {pid}: {err.strerror}") from err
         try:
-            self._valid(nid)  # pidfd names the caller
-            try:
-                sockfd = self._linux.pidfd_getfd(pidfd, fd)
-            except OSError as err:
-                self._valid(nid)
-                if err.errno == errno.EBADF:
-                    return errno.EBADF  # what connect(2) says for a bad fd
-                raise
-        finally:
-            os.close(pidfd)
-        try:
-            self._valid(nid)
-            return self._decide_and_connect(note, sockfd, parse_sockaddr(raw))
+            return self._decide_and_connect(me, nid, pid, sockfd, raw)
         finally:
             os.close(sockfd)
 
-    def _decide_and_connect(self, note: Notification, sockfd: int, address: Address) -> int:
+    def _caller_fd(self, me: _Worker, pid: int, fd: int) -> int:
+        """Our duplicate of fd FD of the calling thread PID (its own fd table: a thread may
+        have one, CLONE_FILES is optional), through a pidfd of that thread (PIDFD_THREAD,
+        Linux 6.9; older kernels: of its thread group).
+
+        A thread's pidfd is kept for its next connects (the common case: one process
+        connecting again and again). Sound: a pidfd names one struct pid for life; when
+        that tid's task is gone (and the number possibly someone else's), pidfd_getfd says
+        ESRCH and a fresh pidfd is opened. While the task is there it holds the tid, so if
+        the caller (that tid) is alive it is that task; if it is not, the notification is
+        invalid and nothing we got is used (ID_VALID before the connect, SEND otherwise)."""
+        getfd, pidfds = self._linux.pidfd_getfd, me.pidfds
+        pidfd = pidfds.get(pid)
+        if pidfd is not None:
+            try:
+                return getfd(pidfd, fd)
+            except OSError as err:
+                if err.errno != errno.ESRCH:
+                    raise
+                del pidfds[pid]
+                os.close(pidfd)
+        cache = self._pidfd_thread
         try:
-            probe = socket.socket(fileno=sockfd)  # reads SO_DOMAIN; ENOTSOCK for a non-socket
+            pidfd = os.pidfd_open(pid, PIDFD_THREAD) if cache else os.pidfd_open(_tgid(pid))
         except OSError as err:
-            self._valid(note.id)
+            if err.errno != errno.EINVAL or not cache:
+                raise
+            self._pidfd_thread = cache = False  # before Linux 6.9
+            pidfd = os.pidfd_open(_tgid(pid))
+        if not cache:  # a group's pidfd would name the group of whichever task has that tid later
+            try:
+                return getfd(pidfd, fd)
+            finally:
+                os.close(pidfd)
+        if len(pidfds) >= self.MAX_PIDFDS:
+            os.close(pidfds.pop(next(iter(pidfds))))
+        pidfds[pid] = pidfd
+        return getfd(pidfd, fd)
+
+    def _decide_and_connect(self, me: _Worker, nid: int, pid: int, sockfd: int, raw: bytes) -> int:
+        # The family from getsockname (the one system call of a socket object made from an
+        # fd when type and protocol are given); ENOTSOCK for a non-socket. SOCK_NONBLOCK in
+        # the type: otherwise, with a default timeout set anywhere in this process
+        # (socket.setdefaulttimeout), making the object would switch the *caller's* socket
+        # to non-blocking (FIONBIO on the shared file).
+        try:
+            probe = socket.socket(-1, socket.SOCK_STREAM | socket.SOCK_NONBLOCK, 0, sockfd)
+        except OSError as err:
             return errno.ENOTSOCK if err.errno == errno.ENOTSOCK else errno.ECONNREFUSED
         try:
             sock_family = probe.family
-            cookie = int.from_bytes(probe.getsockopt(socket.SOL_SOCKET, sockdiag.SO_NETNS_COOKIE, 8),
-                                    "little")
+            kind = address_kind(raw)
+            pathname = sock_family == socket.AF_UNIX and kind == "path"
+            if self._cookie is None:
+                # A connect before the supervisor has read the init's pid from bwrap: wait for
+                # the run's namespace (bounded), rather than refuse a connect of the run's own.
+                self._netns_known.wait(5.0)
+            # A pathname's own socket's namespace does not matter (the inode decides): no call.
+            same = not pathname and self._cookie is not None and int.from_bytes(
+                probe.getsockopt(socket.SOL_SOCKET, sockdiag.SO_NETNS_COOKIE, 8), "little") == self._cookie
         finally:
             probe.detach()  # the fd stays ours to close
-        if self._cookie is None:
-            # A connect before the supervisor has read the init's pid from bwrap: wait for the
-            # run's namespace (bounded), rather than refuse a connect of the run's own.
-            self._netns_known.wait(5.0)
-            self._valid(note.id)
-        same = self._cookie is not None and cookie == self._cookie
         target, target_error, pathfd = None, 0, -1
         try:
-            if sock_family == socket.AF_UNIX and address.kind == "path":
-                target, target_error, pathfd = self._resolve(note, address.name)
-            verdict = decide(sock_family, address, same_netns=same, target=target, target_error=target_error)
+            if pathname:
+                target, target_error, pathfd = self._resolve(pid, unix_path(raw))
+            verdict = decide(sock_family, kind, same_netns=same, target=target, target_error=target_error)
             if verdict.refused:
-                self._record(note.pid, address, verdict.reason)
-                self._valid(note.id)
+                self._record(nid, pid, raw, verdict.reason)
             if verdict.action != "connect":
                 return verdict.error
-            connect_to = sockaddr_un(b"/proc/self/fd/%d" % pathfd) if pathfd >= 0 else address.raw
-            if fcntl.fcntl(sockfd, fcntl.F_GETFL) & os.O_NONBLOCK:
+            connect_to = _PROC_SELF_FD + b"%d\0" % pathfd if pathfd >= 0 else raw
+            blocking = not fcntl.fcntl(sockfd, fcntl.F_GETFL) & os.O_NONBLOCK
+            self._valid(nid)  # the one check before acting: every read above was the caller's
+            if not blocking:
                 return self._linux.connect_raw(sockfd, connect_to)  # never sleeps
-            self._busy()  # may block (full backlog, SYN retries): others must not wait on it
+            self._blocking_connect(me)  # may block (full backlog, SYN retries): others must not wait on it
             try:
                 return self._linux.connect_raw(sockfd, connect_to)
             finally:
-                self._unbusy()
+                self._unblocked(me)
         finally:
             if pathfd >= 0:
                 os.close(pathfd)
 
-    def _resolve(self, note: Notification, path: bytes) -> tuple[str, int, int]:
+    def _resolve(self, pid: int, path: bytes) -> tuple[str, int, int]:
         """(outcome, errno, O_PATH fd or -1) of PATH in the caller's root and cwd.
 
         An absolute path is opened with RESOLVE_IN_ROOT from the caller's root (absolute
@@ -781,31 +911,27 @@ class Mediator:
         at the caller's cwd while ``..`` stops at the caller's root, which openat2 cannot
         express with one dirfd: we try RESOLVE_BENEATH from the cwd (exact whenever the walk
         stays below the cwd), and otherwise rebuild the cwd as a path inside the root (see
-        :meth:`_cwd_in_root`). RESOLVE_NO_MAGICLINKS: a ``/proc/PID/root``-style jump would
-        be resolved with *our* view of /proc; such a path is refused (fails closed)."""
+        :meth:`_open_from_root`). RESOLVE_NO_MAGICLINKS: a ``/proc/PID/root``-style jump would
+        be resolved with *our* view of /proc; such a path is refused (fails closed).
+        /proc/PID/root and cwd are read by tid: see :meth:`_valid` for why the check before
+        the connect covers them."""
         linux = self._linux
-        flags = os.O_PATH | os.O_CLOEXEC
-        in_root = linux.RESOLVE_IN_ROOT | linux.RESOLVE_NO_MAGICLINKS
-        pid = note.pid
         try:
-            if path.startswith(b"/"):
-                base = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            if path[:1] == b"/":
+                base = os.open(f"/proc/{pid}/root", _O_DIR)
                 try:
-                    self._valid(note.id)
-                    fd = linux.openat2(base, path, flags, in_root)
+                    fd = linux.openat2(base, path, 0, 0, _HOW_IN_ROOT)
                 finally:
                     os.close(base)
             else:
-                base = os.open(f"/proc/{pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                base = os.open(f"/proc/{pid}/cwd", _O_DIR)
                 try:
-                    self._valid(note.id)
                     try:
-                        fd = linux.openat2(base, path, flags,
-                                           linux.RESOLVE_BENEATH | linux.RESOLVE_NO_MAGICLINKS)
+                        fd = linux.openat2(base, path, 0, 0, _HOW_BENEATH)
                     except OSError as err:
                         if err.errno != errno.EXDEV:
                             raise
-                        fd = self._open_from_root(note, base, path, flags, in_root)
+                        fd = self._open_from_root(pid, base, path)
                 finally:
                     os.close(base)
         except OSError as err:
@@ -818,9 +944,8 @@ class Mediator:
                 os.close(fd)
                 return NOT_SOCKET, 0, -1
             key = (st.st_dev, st.st_ino)
-            with self._cv:
-                if key in self._known:
-                    return RUN_SOCKET, 0, fd
+            if key in self._known:  # no lock: see _remember
+                return RUN_SOCKET, 0, fd
             if self._diag is None:
                 os.close(fd)
                 return UNRESOLVABLE, 0, -1  # the run's namespace is not known yet
@@ -842,20 +967,21 @@ class Mediator:
         (st_dev, st_ino) is that inode. Only the socket whose bind created an inode is ever
         found through it (unix_bind_bsd sets u->path once; unix_find_socket_byinode), and
         that socket is the run's: if it has closed, connect gets ECONNREFUSED from the kernel,
-        never another socket. A miss (new socket, or evicted) costs one sock_diag dump."""
-        with self._cv:
+        never another socket. A miss (new socket, or evicted) costs one sock_diag dump.
+        Lookups take no lock: an entry leaves the dict *before* its fd is closed, so a key
+        seen in it (one atomic dict lookup) is an inode still held at that moment."""
+        with self._lock:
             if key in self._known or self._closing:
                 return
             if len(self._known) >= self.MAX_KNOWN:
                 os.close(self._known.pop(next(iter(self._known))))  # the oldest
             self._known[key] = os.dup(fd)
 
-    def _open_from_root(self, note: Notification, cwd: int, path: bytes, flags: int, in_root: int) -> int:
+    def _open_from_root(self, pid: int, cwd: int, path: bytes) -> int:
         """Open relative PATH whose walk leaves the cwd: as ``<cwd inside the root>/PATH``
         with RESOLVE_IN_ROOT from the root. The cwd's place in the root comes from the
         /proc links (d_path from our root), and is trusted only when that place opens to the
         very directory of the cwd fd (same st_dev, st_ino); else OSError(EXDEV): refused."""
-        pid = note.pid
         root_link = os.fsencode(os.readlink(f"/proc/{pid}/root"))
         cwd_link = os.fsencode(os.readlink(f"/proc/{pid}/cwd"))
         if root_link == b"/":
@@ -864,29 +990,39 @@ class Mediator:
             inner = cwd_link[len(root_link):] or b"/"
         else:
             raise OSError(errno.EXDEV, "cwd outside the root")
-        root = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        root = os.open(f"/proc/{pid}/root", _O_DIR)
         try:
-            self._valid(note.id)
-            check = self._linux.openat2(root, inner, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, in_root)
+            check = self._linux.openat2(root, inner, 0, 0, _HOW_DIR_IN_ROOT)
             try:
                 a, b = os.fstat(check), os.fstat(cwd)
                 if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
                     raise OSError(errno.EXDEV, "cwd moved")
             finally:
                 os.close(check)
-            return self._linux.openat2(root, inner.rstrip(b"/") + b"/" + path, flags, in_root)
+            return self._linux.openat2(root, inner.rstrip(b"/") + b"/" + path, 0, 0, _HOW_IN_ROOT)
         finally:
             os.close(root)
 
-    def _record(self, pid: int, address: Address, reason: str) -> None:
+    def _record(self, nid: int, pid: int, raw: bytes, reason: str) -> None:
+        """Count a refusal, with the caller's pid and command, once ID_VALID has said the
+        caller is still the one waiting (so neither the refusal nor the command is another's)."""
         try:
             with open(f"/proc/{pid}/comm", "rb") as f:
                 comm = f.read().rstrip(b"\n").decode("utf-8", "replace")
         except OSError:
             comm = "?"
-        key = (address.describe(), reason)
-        with self._cv:
+        self._valid(nid)
+        key = (parse_sockaddr(raw).describe(), reason)
+        with self._lock:
             entry = self.refusals.setdefault(key, Refusal(key[0], reason))
             entry.count += 1
             if len(entry.callers) < self.MAX_CALLERS:
                 entry.callers.append((pid, comm))
+
+
+_O_DIR = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+# struct open_how for openat2, made once: O_PATH opens in the caller's root, or beneath its cwd.
+_HOW_IN_ROOT = struct.pack("=QQQ", os.O_PATH | os.O_CLOEXEC, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+_HOW_DIR_IN_ROOT = struct.pack("=QQQ", _O_DIR, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+_HOW_BENEATH = struct.pack("=QQQ", os.O_PATH | os.O_CLOEXEC, 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+_PROC_SELF_FD = struct.pack("=H", socket.AF_UNIX) + b"/proc/self/fd/"  # + the fd number and NUL

@@ -5,7 +5,6 @@ in this process. Every child is killed and reaped, every mediator stopped, even 
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -232,35 +231,24 @@ def _weaken(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         orig = mediation.decide
         monkeypatch.setattr(mediation, "decide", lambda *a, **kw: orig(*a, **{**kw, "same_netns": True}))
     elif name == "continue":  # check, then let the kernel redo the connect (unsound)
-        def decide_and_continue(self, note, sockfd, address):  # noqa: ANN001, ANN202
-            orig_connect = self._linux.connect_raw
-            self._linux.connect_raw = lambda fd, addr: -1
-            try:
-                return orig_dc(self, note, sockfd, address)
-            finally:
-                self._linux.connect_raw = orig_connect
+        real = mediation.NOTIF_RESP
 
-        def answer(self, note):  # noqa: ANN001, ANN202
-            try:
-                error = self._mediate(note)
-            except Exception:
-                error = errno.ECONNREFUSED
-            flags = mediation.SECCOMP_USER_NOTIF_FLAG_CONTINUE if error == -1 else 0
-            try:
-                fcntl.ioctl(self.listener, mediation.SECCOMP_IOCTL_NOTIF_SEND,
-                            struct.pack("=QqiI", note.id, 0, 0 if error in (0, -1) else -error, flags))
-            except OSError:
-                pass
+        class Continue:  # the answer's packer: "error" -1 (from the connect below) is CONTINUE
+            @staticmethod
+            def pack(nid, val, neg_error, flags):  # noqa: ANN001, ANN205
+                if neg_error == 1:
+                    return real.pack(nid, 0, 0, mediation.SECCOMP_USER_NOTIF_FLAG_CONTINUE)
+                return real.pack(nid, val, neg_error, flags)
 
-        orig_dc = mediation.Mediator._decide_and_connect
-        monkeypatch.setattr(mediation.Mediator, "_decide_and_connect", decide_and_continue)
-        monkeypatch.setattr(mediation.Mediator, "_answer", answer)
+        monkeypatch.setattr(_linux, "connect_raw", lambda fd, addr: -1)
+        monkeypatch.setattr(mediation, "NOTIF_RESP", Continue)
     elif name == "resolve-in-our-root":  # the supervisor's view instead of the caller's
         orig_open = os.open
         monkeypatch.setattr(mediation.os, "open", lambda p, *a, **kw: orig_open(
             "/" if isinstance(p, str) and p.endswith("/root") else p, *a, **kw))
     elif name == "single-thread":  # never hand the receiving role over
-        monkeypatch.setattr(mediation.Mediator, "_busy", lambda self: None)
+        monkeypatch.setattr(mediation.Mediator, "_blocking_connect", lambda self, me: None)
+        monkeypatch.setattr(mediation.Mediator, "_unblocked", lambda self, me: None)
     elif name == "no-wait-killable":
         monkeypatch.setattr(mediation, "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV", 0)
     elif name == "cache-without-hold":  # cache (st_dev, st_ino) but let the inode go

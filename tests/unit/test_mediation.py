@@ -114,6 +114,7 @@ def test_any_bytes_classify_without_error(raw):
     addr = parse_sockaddr(raw)
     assert addr.raw == raw
     assert addr.kind in {"path", "abstract", "unnamed", "inet", "inet6", "short", "other"}
+    assert mediation.address_kind(raw) == addr.kind  # the mediator's hot path decides on this alone
 
 
 def test_inet_addresses_parse():
@@ -146,7 +147,7 @@ ABSTRACT = Address("abstract", socket.AF_UNIX, b"", name=b"\0x")
     (40, TCP, True, None, ("answer", errno.ECONNREFUSED, True)),  # AF_VSOCK: in no namespace
 ], ids=lambda v: str(v) if not isinstance(v, Address) else v.kind)
 def test_decision_table(family, addr, same, target, expected):
-    verdict = decide(family, addr, same_netns=same, target=target)
+    verdict = decide(family, addr.kind, same_netns=same, target=target)
     assert (verdict.action, verdict.error, verdict.refused) == expected
 
 
@@ -283,6 +284,102 @@ def test_sockets_made_inside_work_as_without_mediation(spawn, tmp_path):
     for name in os.listdir(tmp_path):
         os.unlink(tmp_path / name)
     assert spawn(code, mediate=False).result() == EXPECTED_INSIDE  # the kernel's own answers
+
+
+def test_many_short_lived_callers_connect_and_the_kept_pidfds_stay_bounded(spawn, tmp_path):
+    """A mediator thread keeps the pidfds of its last MAX_PIDFDS calling threads (a process
+    that connects again costs no pidfd_open): 60 processes and 60 threads, each connecting
+    twice and gone before the next starts, all connect; meanwhile the supervisor holds no
+    more pidfds than the bound allows (one is dropped when its task is gone, or evicted)."""
+    code = PRELUDE + f"""
+d = {str(tmp_path)!r}
+srv = socket.socket(socket.AF_UNIX); srv.bind(d + '/s.sock'); srv.listen(4096)
+codes = []
+for _ in range(60):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(try_unix(d + '/s.sock') + try_unix(d + '/s.sock'))
+    codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+R['processes'] = codes
+out = []
+for _ in range(60):
+    t = threading.Thread(target=lambda: out.append(try_unix(d + '/s.sock') + try_unix(d + '/s.sock')))
+    t.start(); t.join()
+R['threads'] = out
+print('count', flush=True)
+sys.stdin.readline()
+done()
+"""
+    r_in, w_in = os.pipe()
+    child = spawn(code, stdin=r_in)
+    os.close(r_in)
+    assert os.read(child.out_r, 6) == b"count\n"
+    pidfds = [fd for fd in os.listdir("/proc/self/fd") if _link(fd) == "anon_inode:[pidfd]"]
+    threads = len(child.mediator._workers)
+    os.write(w_in, b"go\n")
+    os.close(w_in)
+    assert child.result() == {"processes": [0] * 60, "threads": [0] * 60}
+    assert child.mediator.errors == []
+    assert 0 < len(pidfds) <= mediation.Mediator.MAX_PIDFDS * threads, (len(pidfds), threads)
+
+
+def _link(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+
+
+def test_the_callers_socket_stays_blocking_whatever_the_supervisors_default_timeout(spawn, tmp_path):
+    """The mediator reads the caller's socket through a socket object of its own. Made while a
+    default timeout is set in the supervisor process (socket.setdefaulttimeout, by any code
+    in it), such an object switches the socket to non-blocking (FIONBIO): the caller's own
+    socket, which then would not block where the kernel would have blocked."""
+    path = str(tmp_path / "s.sock")
+    code = PRELUDE + f"""
+import fcntl
+srv = socket.socket(socket.AF_UNIX); srv.bind({path!r}); srv.listen()
+t = socket.socket(); t.bind(('127.0.0.1', 0)); t.listen()
+sys.stdin.readline()
+u = socket.socket(socket.AF_UNIX); R['unix'] = u.connect_ex({path!r})
+c = socket.socket(); R['tcp'] = c.connect_ex(t.getsockname())
+R['nonblocking'] = [bool(fcntl.fcntl(x.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK) for x in (u, c)]
+done()
+"""
+    r_in, w_in = os.pipe()
+    child = spawn(code, stdin=r_in)
+    os.close(r_in)
+    socket.setdefaulttimeout(5.0)
+    try:
+        os.write(w_in, b"go\n")
+        os.close(w_in)
+        r = child.result()
+    finally:
+        socket.setdefaulttimeout(None)
+    assert r == {"unix": 0, "tcp": 0, "nonblocking": [False, False]}
+
+
+def test_without_thread_pidfds_a_threads_socket_is_taken_through_its_group(spawn, servers, tmp_path):
+    """Before Linux 6.9 pidfd_open refuses PIDFD_THREAD (EINVAL): the mediator takes the fd
+    through a pidfd of the caller's thread group, and keeps none (a group's pidfd would name
+    the group of whichever task has that tid later). Forced here on a kernel that has it."""
+    engine = servers(socket.AF_UNIX, str(tmp_path / "engine.sock"))
+    code = PRELUDE + f"""
+d = {str(tmp_path)!r}
+srv = socket.socket(socket.AF_UNIX); srv.bind(d + '/in.sock'); srv.listen()
+out = {{}}
+def both():
+    out.update(inside=try_unix(d + '/in.sock'), outside=try_unix(d + '/engine.sock'))
+t = threading.Thread(target=both); t.start(); t.join()
+R.update(out)
+R['main'] = try_unix(d + '/in.sock')
+done()
+"""
+    child = spawn(code, start=False)
+    child.mediator._pidfd_thread = False
+    child.mediator.start()
+    assert child.result() == {"inside": 0, "outside": errno.ECONNREFUSED, "main": 0}
+    assert engine.accepted() == 0 and child.mediator.errors == []
 
 
 def test_inside_sockets_work_under_bwrap(spawn, servers, tmp_path):
@@ -479,7 +576,9 @@ done()
     child = spawn(code, stdin=r_in)
     os.close(r_in)
     assert os.read(child.out_r, 6) == b"ready\n"
+    started = time.monotonic()
     child.mediator.stop()  # the supervisor is gone: the kernel answers for it
+    assert time.monotonic() - started < 1.0  # threads waiting in RECV are not waited for
     child.mediator = None
     os.write(w_in, b"go\n")
     os.close(w_in)
@@ -555,12 +654,44 @@ R['blocked_still'] = 'rc' not in blocked
 for _ in range(4): full.accept()[0].close()
 for t in threads: t.join(2)
 R['blocked_after_accept'] = blocked.get('rc')
+print('count', flush=True)
+sys.stdin.readline()
 done()
 """
-    r = spawn(code).result()
+    r_in, w_in = os.pipe()
+    child = spawn(code, stdin=r_in)
+    os.close(r_in)
+    assert os.read(child.out_r, 6) == b"count\n"
+    grown = len(child.mediator._workers)
+    deadline = time.monotonic() + 2
+    while len(child.mediator._workers) > 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # threads beyond two free end after their connect returned
+    shrunk = len(child.mediator._workers)
+    os.write(w_in, b"go\n")
+    os.close(w_in)
+    r = child.result()
     assert r["nonblocking_full"] == errno.EAGAIN  # the kernel's answer for a full backlog
     assert r["other"] == [0] * 20 and r["other_ms"] < 500
     assert r["blocked_still"] and r["blocked_after_accept"] == 0
+    assert grown >= 2 and shrunk <= 2, (grown, shrunk)
+
+
+def test_sequential_blocking_connects_spawn_no_thread_after_the_first(spawn, tmp_path, monkeypatch):
+    """A thread about to make a blocking connect spawns another only when none is free to
+    receive: one connect after another, the pool stays at two threads (one at the start, the
+    spare at the first blocking connect), not one more thread per connect."""
+    enlisted = []
+    enlist = mediation.Mediator._enlist
+    monkeypatch.setattr(mediation.Mediator, "_enlist", lambda self: enlisted.append(1) or enlist(self))
+    code = PRELUDE + f"""
+srv = socket.socket(socket.AF_UNIX); srv.bind({str(tmp_path / 's.sock')!r}); srv.listen(4096)
+t = socket.socket(); t.bind(('127.0.0.1', 0)); t.listen(4096)
+R['unix'] = sum(try_unix({str(tmp_path / 's.sock')!r}) for _ in range(200))
+R['tcp'] = sum(socket.socket().connect_ex(t.getsockname()) for _ in range(200))
+done()
+"""
+    assert spawn(code).result() == {"unix": 0, "tcp": 0}
+    assert len(enlisted) <= 3, len(enlisted)
 
 
 def test_signals_during_mediated_connects(spawn, tmp_path):

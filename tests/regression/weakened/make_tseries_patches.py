@@ -135,8 +135,8 @@ def main() -> int:
          "(and the probe's P12 try is skipped): the payload's lifetime routes reach the engines the "
          "harness restarts and starts during the run",
          {"supervisor/isolation/mediation.py": replace(
-             'return Verdict("answer", errno.ECONNREFUSED, True, "bound outside the run")',
-             'return Verdict("connect")'),
+             "        if target == OUTSIDE_SOCKET:\n            return _OUTSIDE\n",
+             "        if target == OUTSIDE_SOCKET:\n            return CONNECT\n"),
           "supervisor/isolation/probe.py": early_return("p12")})
     make("t05-lifetime-engine-not-restarted.patch",
          [f"{T5_ROUTE}[lifetime-restart]"],
