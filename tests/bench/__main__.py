@@ -236,9 +236,8 @@ def _all_targets(doc: dict) -> list[dict]:
         row = dig(doc, "startup", "targets", key)
         row = row if isinstance(row, dict) else {}
         out.append(_check("startup", name, row.get("value"), goal, row.get("met"), unit))
-    floor = _num(dig(doc, "scaling", "startup_breakdown", "median_ms", "floor_python_bwrap_python_I_S"))
-    out.append(_check("scaling", "  the design's floor: python (site) -> bwrap -> python -I -S, nothing else",
-                      floor, "<= 30 ms", floor is not None and floor <= 30, "ms"))
+    # (The floor of the earlier design, a second interpreter in the sandbox, is no target since
+    # issue 14: it stays in the scaling part's start-up breakdown, for comparison.)
     plain = _num(dig(doc, "ending", "cmd_exit", "cases", "plain", "proven_ms", "median"))
     out.append(_check("ending", "plain run: CMD exit -> proven empty", plain, "<= 10 ms",
                       plain is not None and plain <= 10, "ms"))
