@@ -310,17 +310,28 @@ print('count', flush=True)
 sys.stdin.readline()
 done()
 """
+    child, w_in = _spawn_paused(spawn, code)
+    pidfds = [fd for fd in os.listdir("/proc/self/fd") if _link(fd) == "anon_inode:[pidfd]"]
+    threads = len(child.mediator._workers)
+    _resume(w_in)
+    assert child.result() == {"processes": [0] * 60, "threads": [0] * 60}
+    assert child.mediator.errors == []
+    assert 0 < len(pidfds) <= mediation.Mediator.MAX_PIDFDS * threads, (len(pidfds), threads)
+
+
+def _spawn_paused(spawn, code: str):
+    """CODE (which prints "count" and then waits for a line on stdin) started by the SPAWN
+    fixture and paused there: the child and the write end of its stdin (see _resume)."""
     r_in, w_in = os.pipe()
     child = spawn(code, stdin=r_in)
     os.close(r_in)
     assert os.read(child.out_r, 6) == b"count\n"
-    pidfds = [fd for fd in os.listdir("/proc/self/fd") if _link(fd) == "anon_inode:[pidfd]"]
-    threads = len(child.mediator._workers)
+    return child, w_in
+
+
+def _resume(w_in: int) -> None:
     os.write(w_in, b"go\n")
     os.close(w_in)
-    assert child.result() == {"processes": [0] * 60, "threads": [0] * 60}
-    assert child.mediator.errors == []
-    assert 0 < len(pidfds) <= mediation.Mediator.MAX_PIDFDS * threads, (len(pidfds), threads)
 
 
 def _link(fd: str) -> str:
@@ -658,17 +669,13 @@ print('count', flush=True)
 sys.stdin.readline()
 done()
 """
-    r_in, w_in = os.pipe()
-    child = spawn(code, stdin=r_in)
-    os.close(r_in)
-    assert os.read(child.out_r, 6) == b"count\n"
+    child, w_in = _spawn_paused(spawn, code)
     grown = len(child.mediator._workers)
     deadline = time.monotonic() + 2
     while len(child.mediator._workers) > 2 and time.monotonic() < deadline:
         time.sleep(0.01)  # threads beyond two free end after their connect returned
     shrunk = len(child.mediator._workers)
-    os.write(w_in, b"go\n")
-    os.close(w_in)
+    _resume(w_in)
     r = child.result()
     assert r["nonblocking_full"] == errno.EAGAIN  # the kernel's answer for a full backlog
     assert r["other"] == [0] * 20 and r["other_ms"] < 500
