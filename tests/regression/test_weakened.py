@@ -222,6 +222,38 @@ def test_every_patch_header_is_well_formed():
     assert not bad, bad
 
 
+def test_every_weakened_build_compiles(tmp_path):
+    """A weakened build breaks its cases by what its ``# why:`` says, never by not compiling:
+    t34's patch once inserted lines under an ``except:`` and its case "failed" on an
+    IndentationError (found in a review, 2026-12-01). Each patch is applied to a copy of the
+    files it touches and every Python file of it compiled."""
+    import py_compile
+    import shutil
+
+    broken = []
+    for patch in PATCHES:
+        files = [line[6:].strip() for line in patch.read_text().splitlines() if line.startswith("+++ b/")]
+        root = tmp_path / patch.stem
+        for name in files:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO / name, root / name)
+        applied = subprocess.run(["git", "apply", "--directory", "", str(patch)], cwd=root,
+                                 capture_output=True, text=True)
+        if applied.returncode != 0:
+            applied = subprocess.run(["patch", "-p1", "-s"], input=patch.read_text(), cwd=root,
+                                     capture_output=True, text=True)
+        if applied.returncode != 0:
+            broken.append(f"{patch.name}: does not apply ({applied.stderr.strip()[:200]})")
+            continue
+        for name in files:
+            if name.endswith(".py"):
+                try:
+                    py_compile.compile(str(root / name), doraise=True)
+                except py_compile.PyCompileError as err:
+                    broken.append(f"{patch.name}: {name}: {str(err).strip().splitlines()[-1]}")
+    assert not broken, broken
+
+
 def test_every_patch_is_documented():
     """docs/regression-cases.md names every weakening (the table: case, proof, weakening, result)."""
     doc = (REPO / "docs" / "regression-cases.md").read_text()
