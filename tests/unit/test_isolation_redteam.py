@@ -81,8 +81,9 @@ CHECK = [sys.executable, "-m", "no_docker.supervisor.cli", "check"]
 
 @pytest.mark.parametrize("build", ["real", "io-uring-allowed-seccomp"])
 def test_check_tries_the_rest_of_the_filter(tmp_path, build):
-    # The probe's gate can try only the mode rules without ctypes (~5 ms a run); `no-docker
-    # check` also tries io_uring_setup, openat2, keyctl and ptrace.
+    # Beyond the mode rules, the prover (before CMD) and `no-docker check` (inside a run) try
+    # io_uring_setup, openat2, keyctl and ptrace (through _ctypes): a filter that lets io_uring
+    # through is refused at the proof, CMD (here: check) never runs.
     weaken = (build,) if build != "real" else ()
     result = run_no_docker(["--quiet", "--", *CHECK], cwd=tmp_path, weaken=weaken)
     if build == "real":
