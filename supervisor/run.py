@@ -625,6 +625,11 @@ class Run:
                 self._on_report()
                 if events[self.report_r] & select.POLLHUP and not events[self.report_r] & select.POLLIN:
                     poller.unregister(self.report_r)
+                    if self.report_line is None and self.init_pid is not None:
+                        # The prover is gone without a word while bwrap holds the sandbox: it
+                        # would hold it forever. Refused; the ending kills it.
+                        self._refuse("P1 not proven: the prover ended without a verdict")
+                        return None
             if self.reached_r in events:
                 reached = self._on_gate()
                 if reached is None:

@@ -163,3 +163,22 @@ def test_nothing_is_imported_once_the_prover_is_inside(tmp_path):
     assert out.returncode == 0, out.stderr
     assert log.exists() and time.monotonic() - started < 60
     assert log.read_text() == "", log.read_text()
+
+
+def test_a_prover_that_dies_without_a_verdict_refuses_the_run(tmp_path):
+    """bwrap holds the sandbox until released: a prover gone without a word must not leave the
+    run waiting forever (it did, before this test): 125, CMD never started. (Shown to hang,
+    timeout, with the EOF check in Run.wait removed.)"""
+    marker = tmp_path / "cmd-ran"
+    code = textwrap.dedent(f"""
+        import os, sys
+        from no_docker.supervisor import cli
+        from no_docker.supervisor.isolation import prover
+        prover.prove = lambda *args: os._exit(3)  # dies after learning the pid, says nothing
+        sys.exit(cli.main(["run", "--", "sh", "-c", "touch {marker}"]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 125, out.stderr
+    assert "P1 not proven: the prover ended without a verdict" in out.stderr, out.stderr
+    assert not marker.exists()
