@@ -521,9 +521,10 @@ class Run:
             first = not self._gate_words
             self._gate_words += chunk
             return first
-        if len(self._gate_words) > 1 and self.gate_refusal is None:
-            self.gate_refusal = printable(self._gate_words[1:].decode("utf-8", "replace")[:500])
-            print(f"no-docker: {self.gate_refusal}", file=sys.stderr)
+        if len(self._gate_words) > 1:  # a refusal: said once (EOF is read again at the reap)
+            if self.gate_refusal is None:
+                self.gate_refusal = printable(self._gate_words[1:].decode("utf-8", "replace")[:500])
+                print(f"no-docker: {self.gate_refusal}", file=sys.stderr)
         elif self._gate_words and not self._gate_said_done and (self.report_line or "").startswith("ok "):
             self._gate_said_done = True  # the gate let CMD start: said once, before CMD's output
             if not self.quiet:

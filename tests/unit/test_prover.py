@@ -182,3 +182,43 @@ def test_a_prover_that_dies_without_a_verdict_refuses_the_run(tmp_path):
     assert out.returncode == 125, out.stderr
     assert "P1 not proven: the prover ended without a verdict" in out.stderr, out.stderr
     assert not marker.exists()
+
+
+FD_KEEPING_BWRAP = """#!{python} -I
+# Real bubblewrap without its --seccomp FD: the fd stays open and crosses into the gate.
+import os, sys
+argv = sys.argv[1:]
+i = argv.index("--seccomp")
+del argv[i:i + 2]
+os.execv({real!r}, [{real!r}, *argv])
+"""
+
+
+def test_the_gates_refusal_is_the_runs_verdict(tmp_path):
+    """The gate's last look finds an fd that crossed (a bwrap that keeps --seccomp's fd open):
+    CMD never starts, 125, the refusal said once, no "isolation proven" line, and --report says
+    proven false and names it (red-team review: it said proven, and later said both)."""
+    import json
+    import shutil
+
+    real = shutil.which("bwrap")
+    if real is None:
+        pytest.skip("needs bubblewrap")
+    fake = tmp_path / "bwrap"
+    fake.write_text(FD_KEEPING_BWRAP.format(python=sys.executable, real=real))
+    fake.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = work / "cmd-ran"
+    report = tmp_path / "report.json"
+    argv = [sys.executable, "-m", "no_docker.supervisor.cli", "run", "--report", str(report), "--",
+            "sh", "-c", f"touch {marker}"]
+    out = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, NO_DOCKER_BWRAP=str(fake)))
+    assert out.returncode == 125, out.stderr
+    lines = [line for line in out.stderr.splitlines() if "not proven" in line or "proven in" in line]
+    assert len(lines) == 1, out.stderr
+    assert "P7 not proven: fd " in lines[0] and "crossed into the run" in lines[0], out.stderr
+    assert not marker.exists()
+    doc = json.loads(report.read_text())
+    assert doc["proven"] is False and doc["exit_status"] == 125 and "P7 not proven" in doc["failed"], doc
