@@ -242,10 +242,10 @@ def userns_blocker(read: Callable[[str], str] = _read_text) -> str | None:
     return None
 
 
-def plan_items(policy: Policy, request: Request, listing_json: dict, started: float) -> list[tuple[str, str]]:
+def plan_items(policy: Policy, listing_json: dict, started: float) -> list[tuple[str, str]]:
     """What the prover (and `check`) reads: what to try, which outside namespaces to differ from."""
     environ = os.environ
-    items = [("version", "1"), ("t0", repr(started)), ("quiet", "1" if request.quiet else "0"),
+    items = [("version", "1"), ("t0", repr(started)),
              ("supervisor_pid", str(os.getpid())), ("work", policy.work), ("home", policy.home),
              ("docker_config", DOCKER_CONFIG_DIR),
              ("outside_home", environ.get("HOME", "")), ("outside_xdg", environ.get("XDG_RUNTIME_DIR", ""))]
@@ -779,30 +779,6 @@ def parse_status_line(line: bytes) -> dict[str, int]:
     return fields
 
 
-def spawn(argv: list[str], pass_fds: tuple[int, ...]) -> int:
-    """Start ARGV with fds 0-2 and PASS_FDS only (P7), default SIGPIPE/SIGXFSZ; its pid.
-
-    posix_spawn instead of subprocess (whose import alone costs several ms on this path).
-    Python opens every fd close-on-exec (PEP 446), so the fds to close are the inheritable
-    ones this process itself inherited (a make jobserver pipe, a caller's socket...).
-    """
-    for fd in pass_fds:
-        os.set_inheritable(fd, True)
-    actions = []
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd in (0, 1, 2) or fd in pass_fds:
-            continue
-        try:
-            if os.get_inheritable(fd):
-                actions.append((os.POSIX_SPAWN_CLOSE, fd))
-        except OSError:
-            continue  # the descriptor listdir used, closed by now
-    # Python ignores SIGPIPE and SIGXFSZ; CMD must get the defaults (as subprocess does).
-    return os.posix_spawn(argv[0], argv, os.environ, file_actions=actions,
-                          setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
-
-
 def _drain(fd: int) -> bytes:
     chunks = []
     while True:
@@ -983,7 +959,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         # the next run (another --rw, --keep-env) within what a command line may ask.
         config_before = config_table(policy.work)
         listing_json = listing.to_json()
-        plan = encode_plan(plan_items(policy, request, listing_json, started))
+        plan = encode_plan(plan_items(policy, listing_json, started))
 
         def argv_for(*, data_fd: int, block_fd: int, status_fd: int, seccomp_fd: int,
                      sentinel: str | None = None, terminal: bool = False) -> list[str]:

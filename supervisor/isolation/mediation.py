@@ -299,9 +299,9 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
     too), takes the listener fd (close-on-exec: the sandbox never holds it, it could answer its
     own connects), spawns bwrap, and ends, taking its filter with it. Cheaper than a ``fork``
     of the whole supervisor, which the first version did. The child gets STDIO as 0, 1, 2 (P7:
-    the stdio relay's pipes, isolation/stdio.py), PASS_FDS, and no other fd (as ``run.spawn``
-    does), default SIGPIPE/SIGXFSZ. MediationError when the filter cannot be installed;
-    OSError when bwrap cannot be started.
+    the stdio relay's pipes, isolation/stdio.py), PASS_FDS, and no other fd, default
+    SIGPIPE/SIGXFSZ. MediationError when the filter cannot be installed; OSError when bwrap
+    cannot be started.
 
     CGROUP_FD (a cgroup v2 directory): bwrap is born in it (``syscalls.spawn_into_cgroup``),
     so we never move ourselves into the run's cgroup, which costs a grace period each way.

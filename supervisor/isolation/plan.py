@@ -399,8 +399,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
         except OSError:
             continue  # not in our mount namespace's view: nothing to reach by that name
     masked = sockets_to_mask(with_toolchain, sockets)
-    return with_toolchain.replace(masked=masked, env=tuple(sorted(env.items())), probe_python=python,
-                                  probe_source=probe_source)
+    return with_toolchain.replace(masked=masked, env=tuple(sorted(env.items())), probe_source=probe_source)
 
 
 def encode_plan(items: list[tuple[str, str]]) -> bytes:

@@ -94,7 +94,6 @@ class Policy:
     protected: tuple[str, ...] = ()  # read-only re-binds inside writable places (P4, P11)
     masked: tuple[str, ...] = ()  # outside sockets still visible: /dev/null bound over them (P3)
     env: tuple[tuple[str, str], ...] = ()  # the complete environment of bwrap and CMD (P6)
-    probe_python: str = "/usr/bin/python3"
     # Host-wide kernel settings under the fresh /proc, read-only: root in bwrap's user namespace
     # is still uid 0 to the sysctl permission check (test_perm compares with GLOBAL_ROOT_UID),
     # so kernel.core_pattern, a command the kernel runs as root on the host, was writable (P4).

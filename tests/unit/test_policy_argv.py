@@ -25,7 +25,6 @@ POLICY = Policy(
     toolchain_ro=("/home/u/.pyenv",), ro=("/data",), rw=("/scratch",),
     pinned=("/home/u/proj/.git",), protected=("/home/u/proj/.git/hooks", "/home/u/proj/.git/config"),
     masked=("/var/lib/x/engine.sock",), env=(("HOME", "/home/u"), ("PATH", "/usr/bin")),
-    probe_python="/home/u/.pyenv/versions/3.11.7/bin/python3.11",
     probe_source="/home/u/proj/supervisor/isolation/probe.py",
 )
 CMD = ["sh", "-c", "echo hi"]
