@@ -31,7 +31,7 @@ import sys
 import time
 
 from .ending import markers
-from .ending.algorithm import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
+from .ending.lifecycle import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
 from .ending.lifecycle import RunLifecycle
 from .ending.procfs import ProcfsError
 from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NotProven, UsageError
@@ -465,11 +465,12 @@ class Run:
             except OSError:
                 pass  # already gone: set_init records that the kernel ended the namespace
         try:
-            self.life.set_init(pid)
+            # The prover waits for the pid: named as soon as it is shown to be bwrap's live
+            # child, before the marker records it.
+            self.life.set_init(pid, checked=lambda: self._name_the_sandbox(pid))
         except ProcfsError:
             return
         self.init_pid, self.init_pidfd = pid, self.life.init_pidfd
-        self._name_the_sandbox(pid)  # first: the prover waits for it
         self.network = NetworkUse(pid)
         if self.mediator is not None:
             # The init was cloned into the run's namespaces: its network namespace is the run's.
@@ -544,32 +545,40 @@ class Run:
         to the gate, which reads EOF and exits 125 (the ending kills it first anyway)."""
         if self.block_w < 0:
             return
-        self._reap_prover()
-        if proven and self.mediator is not None:
-            self.mediator.end_proof()  # refusals from here on are the command's
-        if proven and self.terminal is not None:
-            self.terminal.take_input()  # the caller's keys are the command's from now on (raw mode)
+        prover = self._kill_prover()
         try:
-            if proven:
-                os.write(self.go_w, b"go\n")
-                os.write(self.block_w, b"g")
-        except OSError:
-            pass
-        for fd in (self.go_w, self.block_w):
-            os.close(fd)
-        self.go_w = self.block_w = -1
+            if proven and self.mediator is not None:
+                self.mediator.end_proof()  # refusals from here on are the command's
+            if proven and self.terminal is not None:
+                self.terminal.take_input()  # the caller's keys are the command's from now on (raw mode)
+            try:
+                if proven:
+                    os.write(self.go_w, b"go\n")
+                    os.write(self.block_w, b"g")
+            except OSError:
+                pass
+            for fd in (self.go_w, self.block_w):
+                os.close(fd)
+            self.go_w = self.block_w = -1
+        finally:
+            if prover is not None:
+                # Reaped after the release, not before: it has said its verdict and only exits,
+                # and SIGKILL ends it wherever it is; what is left, the teardown of its copy of
+                # our memory (~0.4 ms), is the kernel's and need not hold up the command.
+                os.waitpid(prover, 0)
 
-    def _reap_prover(self) -> None:
-        """The prover has written its verdict and exits; nothing of it may outlive the proof."""
+    def _kill_prover(self) -> int | None:
+        """The prover has written its verdict and exits; nothing of it may outlive the proof:
+        SIGKILLed now (its pid, still unreaped, cannot have been reused); the caller reaps it."""
         self._name_the_sandbox(None)
         if self.prover_pid is None:
-            return
+            return None
         pid, self.prover_pid = self.prover_pid, None
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        os.waitpid(pid, 0)
+        return pid
 
     # -- wait ----------------------------------------------------------------------------
     def wait(self, wakeup_r: int, pending: list[int]) -> int | None:

@@ -658,9 +658,18 @@ def home_link_targets(home: str, names: tuple[str, ...], roots: tuple[str, ...])
     if not home or home == "/":
         return []
     found = []
+    parents: dict[str, str] = {}
     for name in names:
         path = os.path.join(home, name)
-        real = realpath(path)
+        head, tail = os.path.split(path)
+        if os.path.lexists(path) or tail in ("", ".", ".."):
+            real = realpath(path)
+        else:
+            # Most of them do not exist: realpath would resolve the parent each time (a few
+            # dozen share ~ or ~/.config); resolved once each, the same answer.
+            if head not in parents:
+                parents[head] = realpath(head)
+            real = os.path.join(parents[head], tail)
         if real != path and any(is_under(real, root) for root in roots):
             found.append(real)
     return list(dict.fromkeys(found))

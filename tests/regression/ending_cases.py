@@ -259,7 +259,6 @@ def orphaned_run(script: str) -> str:
 PATCHED_RUN = r"""
 import os, sys
 from pathlib import Path
-import no_docker.supervisor.ending.lifecycle as lifecycle
 import no_docker.supervisor.ending.algorithm as ending
 from no_docker.supervisor.ending.procfs import ProcFS
 mode, fake = sys.argv[1], Path(sys.argv[2])
@@ -281,7 +280,7 @@ def fake_root(member):
     return ProcFS(fake)
 
 def end_run(target, **kw):
-    if mode == "unreadable" and target.init is not None:
+    if mode == "unreadable" and target.init is not None and kw.get("kill", True):
         kw["procfs"] = fake_root(target.init.pid)
     return real_end_run(target, **kw)
 
@@ -290,7 +289,7 @@ if mode == "unkillable":
     ending.signal.pidfd_send_signal = lambda fd, sig, *a: None
     import no_docker.supervisor.ending.cgroup as cgroup
     cgroup.RunCgroup.kill = lambda self: False
-lifecycle.end_run = end_run
+ending.end_run = end_run  # the lifecycle calls it through the module, at the ending
 from no_docker.supervisor.cli import main
 sys.exit(main(["run", *sys.argv[3:]]))
 """

@@ -159,6 +159,22 @@ def test_run_imports_no_aiohttp_or_heavy_parts():
         assert heavy not in loaded, heavy
 
 
+def test_the_endings_algorithm_is_imported_after_bwrap_starts_not_before():
+    # Importing it (with membership) costs ~0.4 ms; lifecycle imports it where it is first
+    # used, once bwrap builds the sandbox. Its default timeout is the lifecycle's, not a copy
+    # that could drift.
+    code = ("import sys, no_docker.supervisor.run, no_docker.supervisor.cli; "
+            "from no_docker.supervisor.ending import lifecycle; "
+            "print(' '.join(sorted(sys.modules))); "
+            "from no_docker.supervisor.ending import algorithm; "
+            "print(algorithm.DEFAULT_TIMEOUT == lifecycle.DEFAULT_TIMEOUT)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30).stdout
+    loaded, same = out.split("\n")[:2]
+    assert "no_docker.supervisor.ending.algorithm" not in loaded.split()
+    assert "no_docker.supervisor.ending.membership" not in loaded.split()
+    assert same == "True"
+
+
 @pytest.mark.parametrize("argv, message", [
     ([], "no command given"),
     (["--"], "no command given"),

@@ -172,6 +172,25 @@ def test_home_link_targets_are_those_inside_a_writable_root(tmp_path):
     assert later_code.home_link_targets("/", (".bashrc",), ("/",)) == []
 
 
+def test_home_link_targets_resolve_each_missing_name_as_realpath_would(tmp_path):
+    # Missing names are resolved through their parent once per parent: the same answers as
+    # realpath of each, through a linked ~/.config, a missing ~/.ssh and a dangling link.
+    home, work = tmp_path / "home", tmp_path / "work"
+    (work / "config").mkdir(parents=True)
+    home.mkdir()
+    (home / ".config").symlink_to(work / "config")
+    (home / ".local").symlink_to(work / "nowhere")  # dangling directory link
+    (home / ".bashrc").symlink_to(work / "rc")  # dangling file link
+    names = (".config/git", ".config/git/config", ".config/fish", ".ssh/config", ".ssh/rc",
+             ".local/bin", ".bashrc", ".profile")
+    roots = (str(work),)
+    expected = list(dict.fromkeys(
+        real for real, path in ((later_code.realpath(str(home / n)), str(home / n)) for n in names)
+        if real != path and later_code.is_under(real, str(work))))
+    assert later_code.home_link_targets(str(home), names, roots) == expected
+    assert str(work / "config" / "git") in expected and str(work / "rc") in expected
+
+
 SOURCES = st.dictionaries(st.sampled_from(["a", "b/.git", "c/config", "(walk)"]), st.text(max_size=20),
                           max_size=4)
 
