@@ -308,6 +308,8 @@ class Run:
         self.reached_r = -1  # the gate says it runs: after the release, CMD is about to start
         self.prover_pid: int | None = None  # the forked prover (isolation/prover.py), until reaped
         self.prover_pid_w = -1  # where the prover learns the sandbox process's pid
+        self.prover_dying: int | None = None  # SIGKILLed at the release, reaped once gone
+        self.untaken = False  # the process bwrap named could not be taken: refused (_untaken)
         self.plan = b""
         self.env: dict[str, str] = {}
         self.passed_stdio: tuple[tuple[int, int], ...] = ()
@@ -461,6 +463,7 @@ class Run:
         if isinstance(pidns, int):
             try:
                 if os.readlink(f"/proc/{pid}/ns/pid") != f"pid:[{pidns}]":
+                    self._untaken(pid, f"its pid namespace is not the one bwrap reported ({pidns})")
                     return
             except OSError:
                 pass  # already gone: set_init records that the kernel ended the namespace
@@ -468,7 +471,11 @@ class Run:
             # The prover waits for the pid: named as soon as it is shown to be bwrap's live
             # child, before the marker records it.
             self.life.set_init(pid, checked=lambda: self._name_the_sandbox(pid))
-        except ProcfsError:
+        except ProcfsError as err:
+            self._untaken(pid, str(err))
+            return
+        if self.life.init_pidfd is None:
+            self._untaken(pid, self.life.init_untaken or "it could not be taken")
             return
         self.init_pid, self.init_pidfd = pid, self.life.init_pidfd
         self.network = NetworkUse(pid)
@@ -484,6 +491,15 @@ class Run:
                 self.mediation_failure = f"the run's network namespace cannot be read: {err}"
         if self.publish is not None and self.init_pidfd is not None:
             self.publish.start(self.init_pidfd, pid)
+
+    def _untaken(self, pid: int, why: str) -> None:
+        """The process bwrap named cannot be taken as the sandbox (not its live child, another
+        namespace...): nothing is proven, the prover is told so (EOF), and the run is refused
+        (``wait`` returns): bwrap would otherwise hold the sandbox for ever."""
+        self._name_the_sandbox(None)
+        self.untaken = True
+        self._refuse(f"P1 not proven: the sandbox process {pid} that {self.bwrap_path} named cannot be "
+                     f"taken: {printable(why)} (is it a working bubblewrap? a wrapper must exec it)")
 
     def _await_init(self, timeout: float) -> None:
         """bwrap writes the init's pid right after clone(2): wait (bounded) for it, or for
@@ -561,11 +577,12 @@ class Run:
                 os.close(fd)
             self.go_w = self.block_w = -1
         finally:
-            if prover is not None:
-                # Reaped after the release, not before: it has said its verdict and only exits,
-                # and SIGKILL ends it wherever it is; what is left, the teardown of its copy of
-                # our memory (~0.4 ms), is the kernel's and need not hold up the command.
-                os.waitpid(prover, 0)
+            # Reaped after the release, not before: it has said its verdict and only exits, and
+            # SIGKILL ends it wherever it is; what is left, the teardown of its copy of our
+            # memory (~0.4 ms), is the kernel's and need not hold up the command (nor, were it
+            # slow, the relay of the command's terminal): `end` reaps it if it is not gone now.
+            if prover is not None and not _reap(prover, block=False):
+                self.prover_dying = prover
 
     def _kill_prover(self) -> int | None:
         """The prover has written its verdict and exits; nothing of it may outlive the proof:
@@ -629,6 +646,8 @@ class Run:
                 self.life.release_launcher()  # the init is gone: bwrap must report it
             if self.status_r in events:
                 self._on_status()
+                if self.untaken:
+                    return None  # refused (_untaken); the ending kills what bwrap holds
                 if events[self.status_r] & select.POLLHUP and not events[self.status_r] & select.POLLIN:
                     poller.unregister(self.status_r)
             if self.report_r >= 0 and self.report_r in events:
@@ -689,6 +708,11 @@ class Run:
             if self.pid is not None and self.bwrap_pidfd is not None and "child-pid" not in self.status:
                 self._await_init(1.0)
         self._release(False)
+        if self.prover_dying is not None:
+            # SIGKILLed at the release, gone by now; reaped before the ending, whose subreaper
+            # path (no cgroup, as non-root) would otherwise take it for a child of the run.
+            _reap(self.prover_dying)
+            self.prover_dying = None
         if self.sentinel is not None:
             reached = self.sentinel.close()
             if reached and not self.mediation_failure:
@@ -752,6 +776,14 @@ class Sentinel:
         except OSError:
             pass
         return reached
+
+
+def _reap(pid: int, *, block: bool = True) -> bool:
+    """Reap our child PID (waiting for it when BLOCK): True once it is reaped or gone."""
+    try:
+        return os.waitpid(pid, 0 if block else os.WNOHANG)[0] != 0
+    except ChildProcessError:
+        return True  # reaped already (a subreaper's wait for every child)
 
 
 def printable(text: str) -> str:

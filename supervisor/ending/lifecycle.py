@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from .membership import RunNamespace
 
 # algorithm.DEFAULT_TIMEOUT (tests/unit/test_isolation_run.py checks they agree). The ending's
-# modules (algorithm, membership) are imported where they are first used, once bwrap has been
-# started: their 0.4 ms then overlaps bwrap building the sandbox instead of preceding it.
+# modules (algorithm, membership) are imported once bwrap has been started (``launched``), not
+# before: their 0.4 ms then overlaps bwrap building the sandbox instead of preceding it.
 DEFAULT_TIMEOUT = 10.0
 
 
@@ -74,6 +74,7 @@ class RunLifecycle:
         self.directory: str | None = None
         self.cgroup: RunCgroup | None = None
         self.namespace: RunNamespace | None = None
+        self.init_untaken: str | None = None  # why set_init could not take the init
         self.init_pidfd: int | None = None
         self.seen_alive: set[int] = set()  # the run's processes seen alive before the ending
         self._launcher_held = False  # bwrap stopped while CMD runs (watch_command)
@@ -205,6 +206,7 @@ class RunLifecycle:
 
     def launched(self, pid: int) -> None:
         """The outer bwrap was started (our child, pid ``pid``): the ending reaps it."""
+        from . import algorithm  # noqa: F401 - loaded now: the ending must not depend on a late import
         self.launcher_pid = pid
         if self.cgroup is not None:
             self.cgroup.close_hook()
@@ -223,13 +225,15 @@ class RunLifecycle:
         kernel has ended its namespace (``zap_pid_ns_processes`` reaps every member before the
         init exits): the run is recorded as such and the ending relies on that and the cgroup.
         CHECKED is called once the init is shown to be bwrap's live child, before the marker
-        is rewritten (0.3-0.8 ms on a journaled /run): the prover waits for that pid.
+        is rewritten (0.3-0.8 ms on a journaled /run): the prover waits for that pid. When it
+        is not (``init_untaken`` says why), CHECKED is not called: there is nothing to prove.
         """
         rec = self.record
         assert rec is not None
         try:
             fd = os.pidfd_open(init_pid)
         except ProcessLookupError:
+            self.init_untaken = f"{init_pid} has exited"
             return self._init_gone(init_pid, -1)
         try:
             st = self.procfs.stat(init_pid)
@@ -242,8 +246,9 @@ class RunLifecycle:
             namespace = namespace_of(init_pid, self.procfs)
             if self.procfs.stat(init_pid).start_time != st.start_time:
                 raise ProcessGone(f"{init_pid} was replaced")
-        except ProcessGone:
+        except ProcessGone as err:
             os.close(fd)
+            self.init_untaken = str(err) or f"{init_pid} is gone"
             return self._init_gone(init_pid, -1)
         except BaseException:
             os.close(fd)
@@ -388,10 +393,12 @@ class RunLifecycle:
             cgroup = self.cgroup
         except OSError:
             cgroup = None  # still inside it: the pid namespace alone suffices (cgroup.py)
-        if self.record is not None and self.record.state != markers.CREATED and self.launcher_status is None:
-            # Said only when there is something to end: once bwrap has exited by itself (its
-            # init, and with it the whole pid namespace, is gone) the ending only proves, and a
-            # run.json rewrite costs 0.3-0.6 ms on a journaled /run.
+        if self.record is not None and self.record.state != markers.CREATED and (
+                self.launcher_status is None or self.launcher_status < 0):
+            # Said only when there may be something to end: bwrap that exited with a status
+            # did so after its init (and with it the whole pid namespace) was gone, and the
+            # ending only proves; a run.json rewrite costs 0.3-0.6 ms on a journaled /run.
+            # bwrap killed by a signal says nothing of its init.
             self._set_state(markers.ENDING)
         target = RunTarget(self.run_id, self.namespace, self.record.init if self.record else None,
                            cgroup)

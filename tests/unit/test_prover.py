@@ -194,6 +194,41 @@ os.execv({real!r}, [{real!r}, *argv])
 """
 
 
+FORKING_BWRAP = """#!{python} -I
+# Real bubblewrap as a child of this wrapper, not exec'd: the sandbox process bwrap names is
+# then not the child of the process no-docker started.
+import subprocess, sys
+sys.exit(subprocess.call([{real!r}, *sys.argv[1:]], close_fds=False))
+"""
+
+
+def test_a_sandbox_process_that_cannot_be_taken_refuses_the_run(tmp_path):
+    """bwrap names a sandbox process that is not its (the launcher's) live child: it is not
+    proven, the prover is told so, and the run is refused at once, 125, CMD never started (a
+    review of the second start-up pass found it waiting for ever: the prover was named only
+    once the process was taken). Shown to hang (timeout) without the refusal in Run._hold_init."""
+    import shutil
+
+    real = shutil.which("bwrap")
+    if real is None:
+        pytest.skip("needs bubblewrap")
+    fake = tmp_path / "bwrap"
+    fake.write_text(FORKING_BWRAP.format(python=sys.executable, real=real))
+    fake.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = work / "cmd-ran"
+    argv = [sys.executable, "-m", "no_docker.supervisor.cli", "run", "--", "sh", "-c", f"touch {marker}"]
+    started = time.monotonic()
+    out = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, NO_DOCKER_BWRAP=str(fake)))
+    assert out.returncode == 125, out.stderr
+    assert "P1 not proven: the sandbox process" in out.stderr, out.stderr
+    assert "is not bwrap's child" in out.stderr and "a wrapper must exec it" in out.stderr, out.stderr
+    assert not marker.exists()
+    assert time.monotonic() - started < 20, "refused, but only after a wait"
+
+
 def test_the_gates_refusal_is_the_runs_verdict(tmp_path):
     """The gate's last look finds an fd that crossed (a bwrap that keeps --seccomp's fd open):
     CMD never starts, 125, the refusal said once, no "isolation proven" line, and --report says

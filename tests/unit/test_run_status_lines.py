@@ -29,3 +29,24 @@ def test_printable_leaves_nothing_a_terminal_acts_on(text):
     assert shown.isprintable()
     if text.isprintable():
         assert shown == text
+
+
+def test_reap_says_whether_the_child_is_gone_and_never_raises_for_one_reaped_already():
+    # The prover is SIGKILLed at the release and reaped when it is gone; a subreaper's wait
+    # for every child (the non-root ending) may have reaped it first (T-18 caught that).
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from no_docker.supervisor.run import _reap
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        alive = _reap(child.pid, block=False)  # alive: not reaped
+    finally:
+        os.kill(child.pid, signal.SIGKILL)  # unreaped until the next line: the pid is still ours
+        reaped = _reap(child.pid)
+        child.returncode = -9  # reaped here: Popen must not wait for it again
+    assert alive is False and reaped is True
+    assert _reap(child.pid) is True  # gone and reaped already: no ChildProcessError
