@@ -193,7 +193,6 @@ del argv[i:i + 2]
 os.execv({real!r}, [{real!r}, *argv])
 """
 
-
 FORKING_BWRAP = """#!{python} -I
 # Real bubblewrap as a child of this wrapper, not exec'd: the sandbox process bwrap names is
 # then not the child of the process no-docker started.
@@ -202,26 +201,34 @@ sys.exit(subprocess.call([{real!r}, *sys.argv[1:]], close_fds=False))
 """
 
 
-def test_a_sandbox_process_that_cannot_be_taken_refuses_the_run(tmp_path):
-    """bwrap names a sandbox process that is not its (the launcher's) live child: it is not
-    proven, the prover is told so, and the run is refused at once, 125, CMD never started (a
-    review of the second start-up pass found it waiting for ever: the prover was named only
-    once the process was taken). Shown to hang (timeout) without the refusal in Run._hold_init."""
+def run_under_fake_bwrap(tmp_path, script: str, *options: str) -> tuple[subprocess.CompletedProcess, object]:
+    """`no-docker run [OPTIONS] -- touch MARKER` with NO_DOCKER_BWRAP a wrapper made of SCRIPT
+    around the real bwrap: (the finished run, MARKER's path)."""
     import shutil
 
     real = shutil.which("bwrap")
     if real is None:
         pytest.skip("needs bubblewrap")
     fake = tmp_path / "bwrap"
-    fake.write_text(FORKING_BWRAP.format(python=sys.executable, real=real))
+    fake.write_text(script.format(python=sys.executable, real=real))
     fake.chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
     marker = work / "cmd-ran"
-    argv = [sys.executable, "-m", "no_docker.supervisor.cli", "run", "--", "sh", "-c", f"touch {marker}"]
-    started = time.monotonic()
+    argv = [sys.executable, "-m", "no_docker.supervisor.cli", "run", *options, "--", "sh", "-c",
+            f"touch {marker}"]
     out = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=60,
                          env=dict(os.environ, NO_DOCKER_BWRAP=str(fake)))
+    return out, marker
+
+
+def test_a_sandbox_process_that_cannot_be_taken_refuses_the_run(tmp_path):
+    """bwrap names a sandbox process that is not its (the launcher's) live child: it is not
+    proven, the prover is told so, and the run is refused at once, 125, CMD never started (a
+    review of the second start-up pass found it waiting for ever: the prover was named only
+    once the process was taken). Shown to hang (timeout) without the refusal in Run._hold_init."""
+    started = time.monotonic()
+    out, marker = run_under_fake_bwrap(tmp_path, FORKING_BWRAP)
     assert out.returncode == 125, out.stderr
     assert "P1 not proven: the sandbox process" in out.stderr, out.stderr
     assert "is not bwrap's child" in out.stderr and "a wrapper must exec it" in out.stderr, out.stderr
@@ -234,22 +241,9 @@ def test_the_gates_refusal_is_the_runs_verdict(tmp_path):
     CMD never starts, 125, the refusal said once, no "isolation proven" line, and --report says
     proven false and names it (red-team review: it said proven, and later said both)."""
     import json
-    import shutil
 
-    real = shutil.which("bwrap")
-    if real is None:
-        pytest.skip("needs bubblewrap")
-    fake = tmp_path / "bwrap"
-    fake.write_text(FD_KEEPING_BWRAP.format(python=sys.executable, real=real))
-    fake.chmod(0o755)
-    work = tmp_path / "work"
-    work.mkdir()
-    marker = work / "cmd-ran"
     report = tmp_path / "report.json"
-    argv = [sys.executable, "-m", "no_docker.supervisor.cli", "run", "--report", str(report), "--",
-            "sh", "-c", f"touch {marker}"]
-    out = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, NO_DOCKER_BWRAP=str(fake)))
+    out, marker = run_under_fake_bwrap(tmp_path, FD_KEEPING_BWRAP, "--report", str(report))
     assert out.returncode == 125, out.stderr
     lines = [line for line in out.stderr.splitlines() if "not proven" in line or "proven in" in line]
     assert len(lines) == 1, out.stderr
