@@ -498,8 +498,10 @@ class Run:
         (``wait`` returns): bwrap would otherwise hold the sandbox for ever."""
         self._name_the_sandbox(None)
         self.untaken = True
+        hint = (" (is it a working bubblewrap? a wrapper must exec it)" if "exited" not in why
+                else "")  # gone: bwrap's own message, if any, is above
         self._refuse(f"P1 not proven: the sandbox process {pid} that {self.bwrap_path} named cannot be "
-                     f"taken: {printable(why)} (is it a working bubblewrap? a wrapper must exec it)")
+                     f"taken: {printable(why)}{hint}")
 
     def _await_init(self, timeout: float) -> None:
         """bwrap writes the init's pid right after clone(2): wait (bounded) for it, or for
