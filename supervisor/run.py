@@ -262,10 +262,6 @@ def plan_items(policy: Policy, listing_json: dict, started: float) -> list[tuple
     return items
 
 
-# How long bwrap may take to build and hold the sandbox, and how often we look meanwhile (it
-# takes 2-5 ms here; a loaded machine, much more).
-
-
 def _high(fd: int) -> int:
     """FD moved above the gate's fixed numbers (policy.GATE_GO_FD, GATE_REACHED_FD), which the
     spawn places last: nothing passed to bwrap may sit where they go."""
@@ -311,7 +307,6 @@ class Run:
         self.prover_dying: int | None = None  # SIGKILLed at the release, reaped once gone
         self.untaken = False  # the process bwrap named could not be taken: refused (_untaken)
         self.plan = b""
-        self.env: dict[str, str] = {}
         self.passed_stdio: tuple[tuple[int, int], ...] = ()
         self._gate_words = b""  # what the gate wrote on fd 4 (its first word, a refusal)
         self.gate_refusal: str | None = None  # the gate refused CMD after the proof (P7)
@@ -342,7 +337,7 @@ class Run:
                             "the run would leave setuid files and io_uring open") from None
         from .isolation import mediation, stdio
 
-        self.plan, self.env = plan, env
+        self.plan = plan
         self.stdio = stdio.prepare()  # P7: a socket on 0-2 is relayed through a pipe, or refused
         ttys = [fd for fd in (0, 1, 2) if os.isatty(fd)]  # nothing more when none is a terminal
         if ttys:
@@ -463,7 +458,8 @@ class Run:
         if isinstance(pidns, int):
             try:
                 if os.readlink(f"/proc/{pid}/ns/pid") != f"pid:[{pidns}]":
-                    self._untaken(pid, f"its pid namespace is not the one bwrap reported ({pidns})")
+                    self._untaken(pid, f"its pid namespace is not the one bwrap reported ({pidns}): "
+                                       "is it a working bubblewrap?")
                     return
             except OSError:
                 pass  # already gone: set_init records that the kernel ended the namespace
@@ -498,10 +494,8 @@ class Run:
         (``wait`` returns): bwrap would otherwise hold the sandbox for ever."""
         self._name_the_sandbox(None)
         self.untaken = True
-        hint = (" (is it a working bubblewrap? a wrapper must exec it)" if "exited" not in why
-                else "")  # gone: bwrap's own message, if any, is above
         self._refuse(f"P1 not proven: the sandbox process {pid} that {self.bwrap_path} named cannot be "
-                     f"taken: {printable(why)}{hint}")
+                     f"taken: {printable(why)}")
 
     def _await_init(self, timeout: float) -> None:
         """bwrap writes the init's pid right after clone(2): wait (bounded) for it, or for

@@ -238,7 +238,7 @@ class RunLifecycle:
         try:
             st = self.procfs.stat(init_pid)
             if self.launcher_pid is not None and st.ppid != self.launcher_pid:
-                raise ProcessGone(f"{init_pid} is not bwrap's child")
+                raise ProcessGone(f"{init_pid} is not bwrap's child (a wrapper around bwrap must exec it)")
             if st.is_dead:
                 raise ProcessGone(f"{init_pid} has exited")
             from .algorithm import namespace_of

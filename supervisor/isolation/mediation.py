@@ -63,10 +63,6 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (run path)
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 # --- the filter -----------------------------------------------------------------------------
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # Syscall numbers (syscall_64.tbl; asm-generic/unistd.h for aarch64).

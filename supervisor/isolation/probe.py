@@ -157,9 +157,10 @@ def try_filtered_syscalls(arch: str) -> str | None:
 
 
 def init_seccomp_mode(wait: float = 0.05) -> str | None:
-    """``Seccomp:`` of pid 1, the sandbox's init. bwrap's init applies the filter right after it
-    forks the probe (``do_init``), microseconds before the probe's interpreter is even loaded;
-    a short bounded wait covers a scheduler that runs the child first."""
+    """``Seccomp:`` of pid 1, the sandbox's init, for ``check``. bwrap's init applies the filter
+    right after it forks the command's side (``do_init``), which the command could outrun; a
+    short bounded wait covers a scheduler that runs the child first. (The prover needs none:
+    the held process it proves is pid 1 itself, whose status ``p5_filter`` reads first.)"""
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -650,7 +651,7 @@ class Probe:
         mode = self.status().get("Seccomp")
         if mode != "2":
             raise NotProven("P5", f"no syscall filter on the probe (Seccomp: {mode}; bwrap needs --seccomp)")
-        mode = init_seccomp_mode()
+        mode = init_seccomp_mode() if self.held is None else mode  # held: pid 1 is what was read
         if mode != "2":
             raise NotProven("P5", f"no syscall filter on the sandbox's init, pid 1 (Seccomp: {mode}; "
                             "bwrap needs --seccomp)")

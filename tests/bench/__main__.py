@@ -332,7 +332,7 @@ def tables(doc: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                 continue
             rel = [str(dig(ratios, kind, f"{name}/{ref}") or "-") for ref in bench_run.REFERENCES
                    for kind in ("wall", "cpu")]
-            rows.append([name, _m(st, "median_ms", name), _m(st, "min_ms", name),
+            rows.append([name, _m(st, "median_ms", name), _m(st, "wall_ms", name, "min"),
                          _m(st, "cpu_median_ms", name), *rel])
         rows += [[f"(absent) {name}: {why}"[:100], "-", "-", "-", "", "", "", ""]
                  for name, why in bench_run.unmeasured(st).items()]

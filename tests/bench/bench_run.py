@@ -314,8 +314,8 @@ def measure(cmds: dict[str, list[str]], runs: int, warmup: int, errors: dict[str
                     except (RuntimeError, OSError) as failure:
                         errors[name] = str(failure)
                         continue
-                    orphans[name] += int(got["orphans"])
                     if round_ >= warmup:
+                        orphans[name] += int(got["orphans"])  # of the measured runs, as the rest
                         for key in SAMPLED:
                             samples[name][key].append(got[key])
         finally:
@@ -368,7 +368,6 @@ def collect(runs: int, warmup: int, editable: bool, cache_dir: Path | None) -> d
         "bench": "startup", "runs": runs, "warmup": warmup,
         "commands": {n: {"label": LABELS[n], "argv": argv} for n, argv in cmds.items()},
         "median_ms": wall, "cpu_median_ms": cpu,
-        "min_ms": {n: round(min(s["wall"]), 2) for n, s in measured.items()},
         "wall_ms": {n: summary(s["wall"]) for n, s in measured.items()},
         "cpu_ms": {n: summary(s["cpu"]) for n, s in measured.items()},
         "cpu_user_median_ms": medians("user"), "cpu_sys_median_ms": medians("sys"),

@@ -4,9 +4,10 @@
                  self times, and the costliest modules, next to a bare interpreter's.
 ``startup_breakdown``  where the start-up time of ``no-docker run -- true`` goes, alternated
                  round by round: interpreter start with the editable venv's site (setuptools'
-                 finder) and with a regular install's, ``python -I -S`` (the probe's interpreter),
-                 bare bwrap with no-docker's flags running ``true`` and the probe's interpreter,
-                 ``no-docker run`` from the editable venv and from a regular install, firejail.
+                 finder) and with a regular install's, ``python -I -S``, bare bwrap with
+                 no-docker's flags running ``true`` and ``python -I -S`` (the first design's
+                 floor), ``no-docker run`` from the editable venv (a regular install's, bare
+                 bwrap's and firejail's side by side are the start-up part's, bench_run.py).
 ``sequential``   N runs one after another (default 1000, ``--sequential N``), each a fresh
                  ``no-docker run --quiet -- true`` with a private state dir: is run k slower than
                  run 1 (first vs last tenth, least-squares slope)? After them: marker directories
@@ -31,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -130,8 +130,9 @@ def _env(state: Path) -> dict[str, str]:
 # --- import time ------------------------------------------------------------------------------
 
 
-def bench_import_time(repeat: int, cwd: Path, installed: Path) -> dict:
-    """Imports of ``no-docker run -- true``, in the editable venv and in a regular install."""
+def bench_import_time(repeat: int, cwd: Path, installed: Path | None) -> dict:
+    """Imports of ``no-docker run -- true``, in the editable venv and in a regular install
+    (INSTALLED, its console script; None when it could not be built: no such figure)."""
     totals, regular, walls, refs = [], [], [], []
     last: list[tuple[int, int, int, str]] = []
     for _ in range(repeat):
@@ -141,10 +142,11 @@ def bench_import_time(repeat: int, cwd: Path, installed: Path) -> dict:
             return {"error": f"exit {done.returncode}: {done.stderr[-300:]}"}
         last = parse_importtime(done.stderr)
         totals.append(sum(r[0] for r in last) / 1000)
-        python = str(installed.with_name("python3"))
-        argv = [python, "-X", "importtime", str(installed), "run", "--quiet", "--", "true"]
-        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60)
-        regular.append(sum(r[0] for r in parse_importtime(done.stderr)) / 1000)
+        if installed is not None:
+            python = str(installed.with_name("python3"))
+            argv = [python, "-X", "importtime", str(installed), "run", "--quiet", "--", "true"]
+            done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60)
+            regular.append(sum(r[0] for r in parse_importtime(done.stderr)) / 1000)
         t0 = time.perf_counter()
         subprocess.run([str(NO_DOCKER), "run", "--quiet", "--", "true"], cwd=cwd, check=True,
                        capture_output=True, timeout=60)
@@ -154,7 +156,8 @@ def bench_import_time(repeat: int, cwd: Path, installed: Path) -> dict:
         refs.append(sum(r[0] for r in parse_importtime(ref.stderr)) / 1000)
     top = sorted((r for r in last if r[2] == 0), key=lambda r: -r[1])[:12]
     ours = sorted((r for r in last if "no_docker" in r[3]), key=lambda r: -r[0])[:10]
-    return {"imports_ms": summary(totals), "regular_install_imports_ms": summary(regular),
+    return {"imports_ms": summary(totals),
+            **({"regular_install_imports_ms": summary(regular)} if regular else {}),
             "python_c_pass_imports_ms": summary(refs),
             "run_true_wall_ms": summary(walls), "modules": len(last),
             "top_level_by_cumulative_us": [{"module": m, "cumulative_us": c, "self_us": s}
@@ -169,29 +172,31 @@ FLOOR_SPAWN = ("import os, sys; argv = sys.argv[1:]; pid = os.posix_spawn(argv[0
                "sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))")
 
 
-def breakdown_commands(cwd: Path, installed: Path) -> dict[str, list[str]]:
+def breakdown_commands(cwd: Path, installed: Path | None) -> dict[str, list[str]]:
+    """The pieces of a start-up, alternated. ``no-docker run`` from a regular install, bare bwrap
+    and firejail side by side are the start-up part's (bench_run.py), not measured again here.
+    INSTALLED None (the regular install could not be built): its rows are left out."""
     bwrap = bench_run.bare_bwrap_argv(cwd)
     probe_python = os.path.realpath(sys.executable)
     cmds = {
         "python_c_pass_editable_venv": [sys.executable, "-c", "pass"],
-        "python_c_pass_regular_venv": [str(installed.with_name("python3")), "-c", "pass"],
         "python_I_S_c_pass": [probe_python, "-I", "-S", "-c", "pass"],
         "bwrap_same_flags_true": bwrap,
         "bwrap_same_flags_python_I_S": [*bwrap[:-1], probe_python, "-I", "-S", "-c", "pass"],
-        # The floor of this design, nothing but its three programs: a regular install's
-        # interpreter (site included) starts bwrap with no-docker's flags, which starts the
-        # probe's `python -I -S`; no listing, no cgroup, no marker, no checks.
-        "floor_python_bwrap_python_I_S": [str(installed.with_name("python3")), "-c", FLOOR_SPAWN,
-                                          *bwrap[:-1], probe_python, "-I", "-S", "-c", "pass"],
         "no_docker_editable_venv": [str(NO_DOCKER), "run", "--quiet", "--", "true"],
-        "no_docker_regular_install": [str(installed), "run", "--quiet", "--", "true"],
     }
-    if shutil.which("firejail"):
-        cmds["firejail"] = ["firejail", "--quiet", "--noprofile", "--net=none", "true"]
+    if installed is not None:
+        regular_python = str(installed.with_name("python3"))
+        cmds["python_c_pass_regular_venv"] = [regular_python, "-c", "pass"]
+        # The floor of the first design, nothing but its three programs: a regular install's
+        # interpreter (site included) starts bwrap with no-docker's flags, which starts a
+        # `python -I -S`; no listing, no cgroup, no marker, no checks.
+        cmds["floor_python_bwrap_python_I_S"] = [regular_python, "-c", FLOOR_SPAWN, *bwrap[:-1],
+                                                 probe_python, "-I", "-S", "-c", "pass"]
     return cmds
 
 
-def bench_startup_breakdown(runs: int, warmup: int, cwd: Path, installed: Path) -> dict:
+def bench_startup_breakdown(runs: int, warmup: int, cwd: Path, installed: Path | None) -> dict:
     cmds = breakdown_commands(cwd, installed)
     samples: dict[str, list[float]] = {name: [] for name in cmds}
     errors: dict[str, str] = {}
@@ -215,10 +220,11 @@ def bench_startup_breakdown(runs: int, warmup: int, cwd: Path, installed: Path) 
 # --- sequential -------------------------------------------------------------------------------
 
 
-def _reaping(on: bool) -> None:
+def _reaping(on: bool) -> bool:
     """Child subreaper on/off: a process a run leaves behind becomes ours, so it is counted
-    (reaped when dead, ``processes_left`` while alive) instead of vanishing into pid 1."""
-    bench_run.set_subreaper(on)
+    (reaped when dead, ``processes_left`` while alive) instead of vanishing into pid 1. False
+    when the kernel refused: those counts are then not measured (``subreaper`` in the part)."""
+    return bench_run.set_subreaper(on)
 
 
 def bench_sequential(runs: int, cwd: Path, script: Path) -> dict:
@@ -231,7 +237,7 @@ def bench_sequential(runs: int, cwd: Path, script: Path) -> dict:
         failed = orphans = 0
         argv = [str(script), "run", "--quiet", "--", "true"]
         env = _env(state)
-        _reaping(True)
+        subreaper = _reaping(True)
         try:
             for _ in range(runs):
                 t0 = time.perf_counter()
@@ -253,9 +259,9 @@ def bench_sequential(runs: int, cwd: Path, script: Path) -> dict:
                 "first_tenth_ms": summary(times[:tenth]), "last_tenth_ms": summary(times[-tenth:]),
                 "all_ms": summary(times), "slope_ms_per_1000_runs": _round(linear_slope(times) * 1000),
                 "markers_left": markers_in(state), "cgroups_left": len(left_cgroups),
-                "cgroups_left_sample": left_cgroups[:5],
+                "cgroups_left_sample": left_cgroups[:5], "subreaper": subreaper,
                 # bwrap leaves its namespace init to its caller's reaper (dead by then): one a run
-                "orphans_reaped": orphans + reaped, "processes_left": left}
+                "orphans_reaped": orphans + reaped, "processes_left": left if subreaper else None}
 
 
 # --- in process -------------------------------------------------------------------------------
@@ -333,7 +339,7 @@ def bench_concurrent(k: int, repeat: int, sleepers: int, cwd: Path, no_docker: P
         sleepers_before = sleepers_alive()
         alone, batch, bad = [], [], []
         orphans = 0
-        _reaping(True)
+        subreaper = _reaping(True)
         try:
             for _ in range(repeat):  # alternated: one alone, then k at once
                 ms, results = _batch(1, argv, cwd, env)
@@ -347,7 +353,8 @@ def bench_concurrent(k: int, repeat: int, sleepers: int, cwd: Path, no_docker: P
         finally:
             _reaping(False)
         return {"concurrent_runs": k, "no_docker": str(no_docker), "orphans_reaped": orphans + reaped,
-                "processes_left": left, "cpus_used": len(_two_cpus()), "sleepers_per_run": sleepers,
+                "subreaper": subreaper, "processes_left": left if subreaper else None,
+                "cpus_used": len(_two_cpus()), "sleepers_per_run": sleepers,
                 "repeat": repeat, "one_run_alone_wall_ms": summary(alone),
                 "all_concurrent_wall_ms": summary(batch),
                 "runs_not_exit_0": len(bad), "failures": [f"exit {c}: {e}" for c, e in bad[:5]],
@@ -363,25 +370,27 @@ def collect(*, quick: bool = False, sequential: int | None = None, in_process: i
     with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
         cwd = Path(tmp) / "work"
         cwd.mkdir()
-        try:  # the wheel of this tree in a venv of its own, as users get it (cached by content)
-            built = regular_install.ensure(REPO)
-            installed = Path(built["script"])
-            doc["regular_install"] = {k: built[k] for k in ("venv", "key", "cached") if k in built}
-        except (RuntimeError, OSError, StopIteration) as err:
-            doc["regular_install"] = {"error": str(err)}
-            installed = NO_DOCKER  # every part still measures, through the editable .venv
+        installed: Path | None = None  # no regular-install figure; sequential and concurrent: the .venv
+        if set(only) - {"in_process"}:  # the one part that runs in-process needs no install
+            try:  # the wheel of this tree in a venv of its own, as users get it (cached by content)
+                built = regular_install.ensure(REPO)
+                installed = Path(built["script"])
+                doc["regular_install"] = {k: built[k] for k in ("venv", "key", "cached") if k in built}
+            except (RuntimeError, OSError, StopIteration) as err:
+                doc["regular_install"] = {"error": str(err)}
         if "import_time" in only:
             doc["import_time"] = bench_import_time(2 if quick else 7, cwd, installed)
         if "startup_breakdown" in only:
             doc["startup_breakdown"] = bench_startup_breakdown(2 if quick else 30, 0 if quick else 3, cwd,
                                                                installed)
         if "sequential" in only:
-            doc["sequential"] = bench_sequential(sequential or (10 if quick else 1000), cwd, installed)
+            doc["sequential"] = bench_sequential(sequential or (10 if quick else 1000), cwd,
+                                                 installed or NO_DOCKER)
         if "in_process" in only:
             doc["in_process"] = bench_in_process(in_process or (5 if quick else 300), cwd)
         if "concurrent" in only:
             doc["concurrent"] = bench_concurrent(concurrent, 1 if quick else 3, 5 if quick else 20, cwd,
-                                                 installed)
+                                                 installed or NO_DOCKER)
     return doc
 
 

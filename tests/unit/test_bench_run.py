@@ -216,4 +216,3 @@ def test_a_descendant_left_unreaped_is_reaped_and_its_cpu_counted(tmp_path):
     got = json.loads(done.stdout)
     assert got["orphans"] == 1
     assert got["orphan_cpu"] >= 25  # the grandchild's busy loop (process_time >= 30 ms)
-    assert got["cpu"] >= got["user"] + got["sys"] + 25

@@ -158,12 +158,9 @@ sys.stdin.readline()  # the supervisor binds it now, after the run started
 R['outside'] = [try_unix({str(tmp_path / 'engine.sock')!r}) for _ in range(3)]
 done()
 """
-    r_in, w_in = os.pipe()
-    child = spawn(code, stdin=r_in)
-    os.close(r_in)
+    child, w_in = _spawn_waiting(spawn, code)
     engine = servers(socket.AF_UNIX, str(tmp_path / "engine.sock"))
-    os.write(w_in, b"go\n")
-    os.close(w_in)
+    _resume(w_in)
     assert child.result()["outside"] == [errno.ECONNREFUSED] * 3
     assert engine.accepted() == 0
     [refusal] = child.mediator.summary()
@@ -185,9 +182,7 @@ sys.stdin.readline()
 R['restarted'] = try_unix({path!r})
 done()
 """
-    r_in, w_in = os.pipe()
-    child = spawn(code, stdin=r_in)
-    os.close(r_in)
+    child, w_in = _spawn_waiting(spawn, code)
     first = servers(socket.AF_UNIX, path)
     os.write(w_in, b"1\n")
     time.sleep(0.2)
@@ -319,12 +314,19 @@ done()
     assert 0 < len(pidfds) <= mediation.Mediator.MAX_PIDFDS * threads, (len(pidfds), threads)
 
 
-def _spawn_paused(spawn, code: str):
-    """CODE (which prints "count" and then waits for a line on stdin) started by the SPAWN
-    fixture and paused there: the child and the write end of its stdin (see _resume)."""
+def _spawn_waiting(spawn, code: str):
+    """CODE started by the SPAWN fixture with a pipe as its stdin, for it to wait on: the child
+    and the pipe's write end (see _resume)."""
     r_in, w_in = os.pipe()
     child = spawn(code, stdin=r_in)
     os.close(r_in)
+    return child, w_in
+
+
+def _spawn_paused(spawn, code: str):
+    """CODE (which prints "count" and then waits for a line on stdin) started by the SPAWN
+    fixture and paused there: the child and the write end of its stdin (see _resume)."""
+    child, w_in = _spawn_waiting(spawn, code)
     assert os.read(child.out_r, 6) == b"count\n"
     return child, w_in
 
@@ -357,13 +359,10 @@ c = socket.socket(); R['tcp'] = c.connect_ex(t.getsockname())
 R['nonblocking'] = [bool(fcntl.fcntl(x.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK) for x in (u, c)]
 done()
 """
-    r_in, w_in = os.pipe()
-    child = spawn(code, stdin=r_in)
-    os.close(r_in)
+    child, w_in = _spawn_waiting(spawn, code)
     socket.setdefaulttimeout(5.0)
     try:
-        os.write(w_in, b"go\n")
-        os.close(w_in)
+        _resume(w_in)
         r = child.result()
     finally:
         socket.setdefaulttimeout(None)
@@ -583,16 +582,13 @@ R['tcp'] = socket.socket().connect_ex(t.getsockname())
 R['abstract'] = try_unix(b'\\0x')
 done()
 """
-    r_in, w_in = os.pipe()
-    child = spawn(code, stdin=r_in)
-    os.close(r_in)
+    child, w_in = _spawn_waiting(spawn, code)
     assert os.read(child.out_r, 6) == b"ready\n"
     started = time.monotonic()
     child.mediator.stop()  # the supervisor is gone: the kernel answers for it
     assert time.monotonic() - started < 1.0  # threads waiting in RECV are not waited for
     child.mediator = None
-    os.write(w_in, b"go\n")
-    os.close(w_in)
+    _resume(w_in)
     assert child.result() == {"before": 0, "inside": errno.ENOSYS, "outside": errno.ENOSYS,
                               "tcp": errno.ENOSYS, "abstract": errno.ENOSYS}
     assert engine.accepted() == 0
@@ -759,13 +755,10 @@ sys.stdin.readline()
 R['outside'] = [try_unix({path!r}) for _ in range(3)]
 done()
 """
-    r_in, w_in = os.pipe()
-    child = spawn(code, stdin=r_in)
-    os.close(r_in)
+    child, w_in = _spawn_waiting(spawn, code)
     assert os.read(child.out_r, 7) == b"closed\n"
     engine = servers(socket.AF_UNIX, path)
-    os.write(w_in, b"go\n")
-    os.close(w_in)
+    _resume(w_in)
     assert child.result() == {"inside": [0, 0, 0], "outside": [errno.ECONNREFUSED] * 3}
     assert engine.accepted() == 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -100,3 +101,18 @@ def test_probe_imports_only_cheap_stdlib():
     for heavy in ("socket", "json", "re", "enum", "subprocess", "typing"):
         assert heavy not in imported, sorted(imported)
     assert not any(name.startswith("no_docker") for name in imported)
+
+
+@pytest.mark.parametrize("family, host", [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+def test_listening_tcp_lists_a_listener_of_this_namespace(family, host):
+    # P2's table of listeners (the gate proves the run's namespace has none before CMD) comes
+    # from a sock_diag dump; a listener of ours must be in it, and gone once closed.
+    with socket.socket(family) as server:
+        try:
+            server.bind((host, 0))
+        except OSError as err:
+            pytest.skip(f"no {host} here: {err}")
+        server.listen(1)
+        port = server.getsockname()[1]
+        assert port in probe.listening_tcp(family)
+    assert port not in probe.listening_tcp(family)

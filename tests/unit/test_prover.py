@@ -18,6 +18,7 @@ import time
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from isolation_helpers import BWRAP, bwrap_works, run_no_docker
 from no_docker.supervisor.isolation import mediation, probe, prover
 from no_docker.supervisor.isolation import syscall_filter as seccomp
 
@@ -157,11 +158,10 @@ def test_nothing_is_imported_once_the_prover_is_inside(tmp_path):
         prover.join = join
         sys.exit(cli.main(["run", "--quiet", "--", "true"]))
     """)
-    started = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
-    assert log.exists() and time.monotonic() - started < 60
+    assert log.exists()  # the hook was installed: the prover did join
     assert log.read_text() == "", log.read_text()
 
 
@@ -203,22 +203,19 @@ sys.exit(subprocess.call([{real!r}, *sys.argv[1:]], close_fds=False))
 
 def run_under_fake_bwrap(tmp_path, script: str, *options: str) -> tuple[subprocess.CompletedProcess, object]:
     """`no-docker run [OPTIONS] -- touch MARKER` with NO_DOCKER_BWRAP a wrapper made of SCRIPT
-    around the real bwrap: (the finished run, MARKER's path)."""
-    import shutil
-
-    real = shutil.which("bwrap")
-    if real is None:
-        pytest.skip("needs bubblewrap")
+    around the real bwrap: (the finished run, MARKER's path). On a timeout the run's whole
+    session is killed (run_no_docker)."""
+    reason = bwrap_works()
+    if reason:
+        pytest.skip(reason)
     fake = tmp_path / "bwrap"
-    fake.write_text(script.format(python=sys.executable, real=real))
+    fake.write_text(script.format(python=sys.executable, real=BWRAP))
     fake.chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
     marker = work / "cmd-ran"
-    argv = [sys.executable, "-m", "no_docker.supervisor.cli", "run", *options, "--", "sh", "-c",
-            f"touch {marker}"]
-    out = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, NO_DOCKER_BWRAP=str(fake)))
+    out = run_no_docker([*options, "--", "sh", "-c", f"touch {marker}"], cwd=work,
+                        env=dict(os.environ, NO_DOCKER_BWRAP=str(fake)))
     return out, marker
 
 
@@ -231,7 +228,7 @@ def test_a_sandbox_process_that_cannot_be_taken_refuses_the_run(tmp_path):
     out, marker = run_under_fake_bwrap(tmp_path, FORKING_BWRAP)
     assert out.returncode == 125, out.stderr
     assert "P1 not proven: the sandbox process" in out.stderr, out.stderr
-    assert "is not bwrap's child" in out.stderr and "a wrapper must exec it" in out.stderr, out.stderr
+    assert "is not bwrap's child (a wrapper around bwrap must exec it)" in out.stderr, out.stderr
     assert not marker.exists()
     assert time.monotonic() - started < 20, "refused, but only after a wait"
 

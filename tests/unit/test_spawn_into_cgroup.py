@@ -323,6 +323,7 @@ def test_a_refused_clone_falls_back_to_moving_in_and_back(monkeypatch):
 # spawn falls back, and the child is in the leaf all the same.
 UNDER_ENOSYS = r"""
 import json, os, sys
+from no_docker.supervisor.ending import cgroup
 from no_docker.supervisor.ending.lifecycle import RunLifecycle
 from no_docker.supervisor.ending.procfs import ProcFS
 from no_docker.supervisor.isolation import mediation, syscall_filter, syscalls
@@ -344,7 +345,7 @@ with RunLifecycle(["x"], check_stale=False) as life:
     os.close(listener)
     report = life.end()
     keeper.release()
-leaf = os.path.join(ProcFS().cgroup(os.getpid())[""], "no-docker", life.run_id)
+leaf = os.path.join(ProcFS().cgroup(os.getpid())[""], cgroup.GROUP_DIR, life.run_id)
 print(json.dumps({"refused": refused, "direct": direct, "leaf": leaf,
                   "seen": seen, "back": back, "clean": report.clean}))
 """
@@ -360,17 +361,25 @@ def test_under_a_filter_that_refuses_clone3_the_child_is_in_the_leaf_all_the_sam
 
 
 @needs_v2
-def test_into_cgroup_moves_us_only_where_a_v1_pids_cgroup_must_be_entered():
+def test_into_cgroup_gives_an_fd_of_the_v2_leaf_and_does_not_move_us():
+    before = ProcFS().cgroup(os.getpid())
     with RunLifecycle(["x"], check_stale=False) as life:
         with life.into_cgroup() as into:
             assert into.fd is not None and os.path.samefile(f"/proc/self/fd/{into.fd}", life.cgroup.path)
+            assert ProcFS().cgroup(os.getpid()) == before
             fd = into.fd
         assert into.fd is None
         with pytest.raises(OSError):
             os.fstat(fd)  # closed on leaving
-    if not os.path.exists(f"{cgroup.V1_PIDS_ROOT}/cgroup.procs") or cgroup._v2_has_pids(os.path.dirname(
-            life.cgroup.path)):
-        return  # --max-pids goes to the v2 leaf here: the clone reaches it
+
+
+@needs_v2
+def test_into_cgroup_moves_us_where_a_v1_pids_cgroup_must_be_entered():
+    with RunLifecycle(["x"], check_stale=False) as life:
+        leaf_parent = os.path.dirname(life.cgroup.path)
+    if not os.path.exists(f"{cgroup.V1_PIDS_ROOT}/cgroup.procs") or cgroup._v2_has_pids(leaf_parent):
+        pytest.skip("--max-pids goes to the v2 leaf here (no v1 pids controller, or v2 has pids): "
+                    "the clone reaches it and nothing is moved")
     before = ProcFS().cgroup(os.getpid())
     with RunLifecycle(["x"], max_pids=10, check_stale=False, enter_cgroup_early=True) as life:
         with life.into_cgroup() as into:
