@@ -82,6 +82,88 @@ _VALUE_OPTIONS = {"--work": "work", "--ro": "ro", "--rw": "rw", "--keep-env": "k
                   "--publish": "publish", "--report": "report", "--max-pids": "max_pids",
                   "--end-timeout": "end_timeout"}
 MAX_PIDS_MIN = 8  # bwrap, its init, the gate and CMD need a few pids before CMD forks anything
+# pids.max takes at most PIDS_MAX - 1 = PID_MAX_LIMIT (kernel/cgroup/pids.c: EINVAL above it,
+# ERANGE past int64); PID_MAX_LIMIT is 4 * 1024 * 1024 on 64-bit (include/linux/threads.h).
+MAX_PIDS_MAX = 4 * 1024 * 1024
+# Below this the ending cannot even poll for the run's processes once: "not proven" every time.
+END_TIMEOUT_MIN, END_TIMEOUT_MAX = 0.1, 3600.0
+_PATH_OPTIONS = ("--work", "--rw", "--ro", "--report")
+# Kernel file systems (the run mounts its own): a bind of the host's over them would show the
+# host's processes or devices (--ro /proc), or make them writable (--rw /sys). /dev/shm is a
+# plain tmpfs, shareable on purpose.
+KERNEL_DIRS = ("/proc", "/sys", "/dev")
+SHAREABLE_IN_DEV = "/dev/shm"
+
+
+def value_refusal(name: str, value: str) -> str | None:
+    """Why VALUE cannot be the value of option NAME, judged on the text alone (pure), or None.
+
+    Everything a value can be refused for without looking at the file system, so that a bad
+    value is a usage error (2) before anything starts, never a late 125 with advice that does
+    not apply (issue 24). The file system's part is :func:`path_refusal`."""
+    if not value:
+        return "empty value"
+    if name in _PATH_OPTIONS:
+        if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in value):
+            return "a path with a control character (a newline?): its name would break the one-line " \
+                   "messages and records of the run; rename it"
+        return None
+    if name == "--keep-env":
+        if not (value.isascii() and value.replace("_", "a").isalnum() and not value[0].isdigit()):
+            return "not a variable name (letters, digits and _, not starting with a digit)"
+        return None
+    if name == "--publish":
+        port = value.rpartition(":")[2]
+        return None if port.isascii() else "a TCP port, 1-65535"  # the rest: publish.parse_publish
+    if name == "--max-pids":
+        if not (value.isascii() and value.isdigit() and MAX_PIDS_MIN <= int(value) <= MAX_PIDS_MAX):
+            return f"a whole number from {MAX_PIDS_MIN} to {MAX_PIDS_MAX} (the kernel's limit)"
+        return None
+    if name == "--end-timeout":
+        try:
+            seconds = float(value) if value.isascii() else -1.0
+        except ValueError:
+            seconds = -1.0
+        if not END_TIMEOUT_MIN <= seconds <= END_TIMEOUT_MAX:  # NaN too: every comparison is false
+            return f"seconds, from {END_TIMEOUT_MIN:g} to {END_TIMEOUT_MAX:g}"
+        return None
+    return None
+
+
+def path_refusal(flag: str, real: str, is_dir: bool) -> str | None:
+    """Why the existing path REAL (resolved) cannot be FLAG's (pure), or None. A path that does
+    not exist is left to plan.writable_roots and the --ro check, which say how to create it."""
+    if flag in ("--work", "--rw") and not is_dir:
+        return "not a directory (a writable path is a directory: the run writes in it)"
+    for root in KERNEL_DIRS:
+        if (real == root or real.startswith(root + "/")) and not (
+                real == SHAREABLE_IN_DEV or real.startswith(SHAREABLE_IN_DEV + "/")):
+            return f"{root} is a kernel file system, and the run has its own"
+    if real == "/run":
+        return "the run has a /run of its own (no-docker's files are there); name a directory in it"
+    if flag == "--ro" and real in ("/", "/tmp", "/var/tmp"):
+        return ("everything outside the run is read-only or hidden by design; name the directory CMD "
+                "needs" if real == "/" else f"the run's {real} is its own, fresh; name a directory in it")
+    return None
+
+
+def check_paths(request: Request) -> None:
+    """:func:`path_refusal` for --work, --rw and --ro: UsageError (2) before anything starts;
+    and one path both writable and read-only is a contradiction, not a P4 failure."""
+    writable = {os.path.realpath(p) for p in (request.work or os.getcwd(), *request.rw)}
+    for path in request.ro:
+        if os.path.realpath(path) in writable:
+            raise UsageError(f"--ro {printable(path)}: also writable (the work dir or a --rw); give it once")
+    for flag, paths in (("--work", (request.work,) if request.work else ()), ("--rw", request.rw),
+                        ("--ro", request.ro)):
+        for path in paths:
+            real = os.path.realpath(path)
+            if not os.path.exists(real):
+                continue
+            problem = path_refusal(flag, real, os.path.isdir(real))
+            if problem:
+                shown = path if real == os.path.abspath(path) else f"{path} (-> {real})"
+                raise UsageError(f"{flag} {printable(shown)}: {problem}")
 
 
 def parse_args(argv: list[str]) -> Request:
@@ -109,8 +191,9 @@ def parse_args(argv: list[str]) -> Request:
                 i += 2
             else:
                 raise UsageError(f"{name} needs a value; {USAGE}")
-            if not value:
-                raise UsageError(f"{name}: empty value")
+            problem = value_refusal(name, value)
+            if problem:
+                raise UsageError(f"{name} {value!r}: {problem}" if value else f"{name}: {problem}")
             key = _VALUE_OPTIONS[name]
             if key in values:
                 values[key].append(value)
@@ -128,9 +211,6 @@ def parse_args(argv: list[str]) -> Request:
         command = []
     if not command:
         raise UsageError(f"no command given; {USAGE}")
-    for name in values["keep_env"]:
-        if not name.replace("_", "a").isalnum() or name[0].isdigit():
-            raise UsageError(f"--keep-env {name!r}: not a variable name")
     publish: tuple[int, ...] = ()
     if values["publish"]:
         from .isolation.publish import parse_publish
@@ -176,7 +256,7 @@ def with_config(argv: list[str], request: Request) -> tuple[list[str], object]:
     cfg = config.load(work)
     if cfg is None:
         return argv, None
-    config.check(cfg, work, parse_args, ending_options)
+    config.check(cfg, work, parse_args, ending_options, check_paths)
     return config.merge(cfg, argv, given_options(argv)), cfg
 
 
@@ -188,17 +268,14 @@ def ending_options(argv: list[str]) -> tuple[int | None, float]:
     while i < len(argv) and argv[i] != "--" and argv[i].startswith("-"):
         name, eq, inline = argv[i].partition("=")
         value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-        if name == "--max-pids":
-            if not value.isdigit() or int(value) < MAX_PIDS_MIN:
-                raise UsageError(f"--max-pids {value!r}: a whole number of at least {MAX_PIDS_MIN}")
-            max_pids = int(value)
-        elif name == "--end-timeout":
-            try:
+        if name in ("--max-pids", "--end-timeout"):
+            problem = value_refusal(name, value)
+            if problem:
+                raise UsageError(f"{name} {value!r}: {problem}")
+            if name == "--max-pids":
+                max_pids = int(value)
+            else:
                 timeout = float(value)
-            except ValueError:
-                timeout = -1.0
-            if not 0 < timeout <= 3600:
-                raise UsageError(f"--end-timeout {value!r}: seconds, more than 0 and at most 3600")
         i += 1 if eq or name not in _VALUE_OPTIONS else 2
     return max_pids, timeout
 
@@ -850,6 +927,26 @@ class ReportFile:
             self.dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as err:
             raise UsageError(f"--report {path}: cannot open its directory: {err.strerror}") from err
+        # Checked now, not after CMD ran (when a 0 would have to become 125, issue 24): the name
+        # is not a directory, and a file can be made in its directory (a probe, removed again).
+        import stat
+
+        try:
+            try:
+                if stat.S_ISDIR(os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False).st_mode):
+                    raise UsageError(f"--report {path}: is a directory; give the name of a file")
+            except FileNotFoundError:
+                pass
+            probe = f".{self.name}.{os.urandom(6).hex()}.tmp"
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             0o600, dir_fd=self.dir_fd))
+            os.unlink(probe, dir_fd=self.dir_fd)
+        except OSError as err:
+            os.close(self.dir_fd)
+            raise UsageError(f"--report {path}: cannot write there: {err.strerror}") from err
+        except UsageError:
+            os.close(self.dir_fd)
+            raise
 
     def write(self, doc: dict) -> None:
         import json
@@ -928,6 +1025,7 @@ def main(argv: list[str]) -> int:
             argv, cfg = with_config(argv, request)
             request = parse_args(argv)
         max_pids, end_timeout = ending_options(argv)
+        check_paths(request)
         report_file = ReportFile(request.report) if request.report else None
         try:
             return _run(request, started, signals, max_pids, end_timeout, report_file,
@@ -1038,6 +1136,12 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         # The run's processes could not be shown gone: that outranks every other status.
         print(f"no-docker: ending not proven: {ending.reason}; the run's marker is kept; "
               f"finish it with: {life.end_command()}", file=sys.stderr)
+        status = EXIT_NOT_PROVEN
+    elif life.marker_failure is not None:
+        # Every process is shown gone, but run.json could not be rewritten or removed (the
+        # state dir filled up or went read-only during the run): the next run would trip on it.
+        print(f"no-docker: {life.marker_failure}; the run itself was ended (every process gone)",
+              file=sys.stderr)
         status = EXIT_NOT_PROVEN
     elif run.mediation_failure:
         print(f"no-docker: P12 not proven: {run.mediation_failure}; every connect of the run was refused "

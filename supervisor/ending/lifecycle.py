@@ -81,6 +81,10 @@ class RunLifecycle:
         self.launcher_pid: int | None = None  # the outer bwrap: our child
         self.launcher_status: int | None = None  # its exit code once reaped (-N: signal N)
         self.report: EndReport | None = None
+        # The first run.json write or removal that failed once the ending began (a full or
+        # read-only state dir): the ending goes on (killing outranks recording), run says it.
+        self.marker_failure: markers.NotProven | None = None
+        self._ending = False
 
     # -- before the run
 
@@ -387,6 +391,7 @@ class RunLifecycle:
         from . import algorithm
         from .algorithm import EndReport, RunTarget
 
+        self._ending = True  # from here on a marker that cannot be written never stops the ending
         self.release_launcher()
         try:
             self._leave_cgroup()  # never kill the cgroup we are in
@@ -495,6 +500,12 @@ class RunLifecycle:
         if self.directory is not None and self.record is not None:
             try:
                 markers.write_record(self.directory, self.record)
+            except markers.NotProven as err:
+                # Before the ending: the run must not go on unrecorded (125, the ending follows);
+                # during it: noted, and the ending goes on.
+                if not self._ending:
+                    raise
+                self.marker_failure = self.marker_failure or err
             except FileNotFoundError:
                 if os.path.isdir(self.directory):
                     raise
@@ -517,7 +528,12 @@ class RunLifecycle:
                 pass  # then rmdir fails (EBUSY) and the cgroup is left, empty but for us
             self.cgroup.remove()
         if self.directory is not None:
-            markers.remove_marker(self.directory)
+            try:
+                markers.remove_marker(self.directory)
+            except markers.NotProven as err:
+                if not self._ending:
+                    raise
+                self.marker_failure = self.marker_failure or err
             self.directory = None
         self.record = None
 

@@ -259,34 +259,77 @@ def _escape(c: str) -> str:
     return f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}"
 
 
+def marker_error(what: str, path: str, err: OSError) -> NotProven:
+    """The one line for a marker that cannot be written or removed (a full or read-only state
+    dir: ENOSPC, EDQUOT, EROFS, EIO), never a traceback: 125, naming the path and what to do."""
+    import errno  # only on this error path
+
+    if err.errno == errno.EROFS:
+        remedy = "remount it read-write"
+    elif err.errno in (errno.ENOSPC, errno.EDQUOT):
+        remedy = "free space (or inodes) there"
+    else:
+        remedy = "fix it"
+    return NotProven("state dir", f"cannot {what} {path}: {err.strerror or err}",
+                     f"{remedy}, or set NO_DOCKER_STATE_DIR to a writable private directory")
+
+
 def write_record(directory: str | os.PathLike[str], record: RunRecord) -> None:
     """Atomic replace: a reader sees the old record or the new one, never a mix.
 
     No fsync: the rename is what readers need; durability across a power loss is worthless here,
     since after a reboot every process of the run is gone and the marker is removed as stale.
+    FileNotFoundError when the marker directory is gone (``end --force`` removed it: callers
+    expect that); NotProven for every other failure (the state dir is full or read-only), the
+    old record left in place and the temporary file removed.
     """
     tmp = os.path.join(directory, f".{RECORD}.{os.getpid()}.tmp")
     data = to_json_text(record.to_json()).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, os.path.join(directory, RECORD))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise marker_error("write", os.path.join(os.fspath(directory), RECORD), err) from err
+    try:
+        try:
+            view = memoryview(data)
+            while view:  # a full file system may take part of it (write(2): "partial write")
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, os.path.join(directory, RECORD))
+    except OSError as err:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(err, FileNotFoundError):
+            raise
+        raise marker_error("write", os.path.join(os.fspath(directory), RECORD), err) from err
 
 
 def create_marker(state: str | os.PathLike[str], record: RunRecord) -> str:
     """Make the marker directory with its run.json in one step: it is filled under a name no
     reader lists (a leading dot), then renamed, so a concurrent run's stale check never sees a
-    marker without a record."""
+    marker without a record. NotProven (nothing is started yet) when the state dir is full or
+    read-only."""
     directory = marker_dir(state, record.run_id)
     staging = os.path.join(state, f".{record.run_id}.new")
-    os.mkdir(staging, 0o700)
+    try:
+        os.mkdir(staging, 0o700)
+    except OSError as err:
+        raise marker_error("create a run marker in", os.fspath(state), err) from err
     try:
         write_record(staging, record)
         os.rename(staging, directory)
-    except BaseException:
-        remove_marker(staging)
+    except BaseException as err:
+        try:
+            remove_marker(staging)
+        except NotProven:
+            pass  # the first failure is the one to report
+        if isinstance(err, OSError):
+            raise marker_error("create a run marker in", os.fspath(state), err) from err
         raise
     return directory
 
@@ -410,29 +453,33 @@ def remove_marker(directory: str | os.PathLike[str]) -> None:
 
     It is first renamed to a dot name, which ``list_markers`` never lists: a concurrent run's
     stale check would otherwise see, between the unlink and the rmdir, a marker without its
-    record and refuse to start ("no run.json")."""
+    record and refuse to start ("no run.json"). A marker already gone is no error; one that
+    cannot be removed (a read-only state dir) is NotProven naming it, and left in place."""
     directory = os.fspath(directory)
     parent, name = os.path.split(directory)
-    if not name.startswith("."):
-        doomed = os.path.join(parent, f".{name}.gone{os.getpid()}")
+    try:
+        if not name.startswith("."):
+            doomed = os.path.join(parent, f".{name}.gone{os.getpid()}")
+            try:
+                os.rename(directory, doomed)
+            except FileNotFoundError:
+                return
+            directory = doomed
         try:
-            os.rename(directory, doomed)
+            names = os.listdir(directory)
         except FileNotFoundError:
             return
-        directory = doomed
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return
-    for name in names:
+        for name in names:
+            try:
+                os.unlink(os.path.join(directory, name))
+            except FileNotFoundError:
+                pass
         try:
-            os.unlink(os.path.join(directory, name))
+            os.rmdir(directory)
         except FileNotFoundError:
             pass
-    try:
-        os.rmdir(directory)
-    except FileNotFoundError:
-        pass
+    except OSError as err:
+        raise marker_error("remove the run marker", directory, err) from err
 
 
 def lock_marker(directory: str | os.PathLike[str], *, wait: bool) -> int | None:

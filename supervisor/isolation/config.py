@@ -126,10 +126,12 @@ def load(work: str) -> Config | None:
 
 
 def check(config: Config, work: str, parse: Callable[[list[str]], object],
-          parse_ending: Callable[[list[str]], object]) -> None:
+          parse_ending: Callable[[list[str]], object],
+          check_paths: Callable[[object], None] | None = None) -> None:
     """Every value through the command line's own checks, one key at a time, so that a refusal
-    names the key and the file (``run``'s ``parse_args``/``ending_options`` as PARSE and
-    PARSE_ENDING, then what ``build_policy`` refuses of ``--rw``/``--ro``/``--keep-env``)."""
+    names the key and the file (``run``'s ``parse_args``/``ending_options``/``check_paths`` as
+    PARSE, PARSE_ENDING and CHECK_PATHS, then what ``build_policy`` refuses of
+    ``--rw``/``--ro``/``--keep-env``)."""
     from .plan import Request, writable_roots
     from .policy import env_name_denied
 
@@ -138,6 +140,9 @@ def check(config: Config, work: str, parse: Callable[[list[str]], object],
             probe = [*words, "--", "true"]
             request = parse(probe)
             parse_ending(probe)
+            if check_paths is not None and key in ("rw", "ro"):
+                check_paths(Request(command=("true",), work=work, rw=tuple(request.rw),  # type: ignore[attr-defined]
+                                    ro=tuple(request.ro)))  # type: ignore[attr-defined]
             if key == "rw":
                 writable_roots(Request(command=("true",), work=work, rw=tuple(request.rw)))  # type: ignore[attr-defined]
             elif key == "ro":

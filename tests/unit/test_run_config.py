@@ -77,7 +77,7 @@ def test_lists_add_and_scalars_override(tmp_path):
     ("rw = ['/usr']\n", "rw: --rw /usr -> /usr: refused, system directories stay read-only"),
     ("rw = ['/']\n", "rw: --rw / -> /: refused"),
     ("ro = ['missing']\n", "ro: --ro "),
-    ("max-pids = 2\n", "max-pids: --max-pids '2': a whole number of at least"),
+    ("max-pids = 2\n", "max-pids: --max-pids '2': a whole number from 8 to"),
 ])
 def test_bad_config_is_a_usage_error_naming_key_and_file(tmp_path, body, message):
     path = _write(tmp_path, body)
