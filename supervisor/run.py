@@ -1027,12 +1027,29 @@ class _Signals:
 def give_closed_stdio_devnull() -> None:
     """A 0, 1 or 2 that the caller closed gets /dev/null (the lowest free number is the one
     missing). Left closed, the next fd the supervisor opens takes that number, and a pipe or
-    memfd of ours would become the run's stdio (red-team review: exit 1 and a traceback)."""
+    memfd of ours would become the run's stdio (red-team review: exit 1 and a traceback).
+
+    A stderr we cannot write (an O_PATH fd, a directory, /dev/null opened read-only: a
+    zero-length write(2) fails with EBADF, and has no effect on anything writable) keeps its
+    fd for CMD, but our status lines go nowhere: failing to print one must not turn the run's
+    status into exit 1 with a traceback (issue 24). A socket is never written to here (an
+    empty write sends an empty datagram): stdio.py judges sockets."""
+    import stat
+
     for fd in (0, 1, 2):
         try:
-            os.fstat(fd)
+            st = os.fstat(fd)
         except OSError:
             os.set_inheritable(os.open(os.devnull, os.O_RDWR), True)
+            st = None
+        if fd == 2 and sys.stderr is None:
+            # Closed when the interpreter started: print(file=None) would write to stdout, CMD's.
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+        elif fd == 2 and st is not None and not stat.S_ISSOCK(st.st_mode):
+            try:
+                os.write(2, b"")
+            except OSError:
+                sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
 
 
 def main(argv: list[str]) -> int:
