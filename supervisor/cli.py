@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
+from . import EARLY_SIGNALS, release_early_signals
 from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NoDockerError
 
 # subcommand -> (module, one-line help)
@@ -61,6 +62,13 @@ def did_you_mean(word: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    early = EARLY_SIGNALS[0] if EARLY_SIGNALS else None
+    if args[:1] != ["run"]:
+        # `run` takes the ending signals over from the early handlers (run._Signals); every other
+        # command gets back Python's own (KeyboardInterrupt, below: 130).
+        early = release_early_signals()
+    if early is not None:
+        return 128 + early  # a signal before anything was started
     if not args or args[0] in ("-h", "--help", "help"):
         print(usage(), file=sys.stdout if args else sys.stderr)
         return 0 if args else EXIT_USAGE
@@ -76,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         __import__(module_name)  # not importlib.import_module: importlib costs on every run
         module = sys.modules[module_name]
+    except KeyboardInterrupt:
+        return 130
     except ModuleNotFoundError as err:
         if err.name is None or not module_name.startswith(err.name):
             raise

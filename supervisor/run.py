@@ -1012,6 +1012,11 @@ class _Signals:
         os.set_blocking(self.wakeup_w, False)
         self.previous = {sig: signal.signal(sig, self._record) for sig in ENDING_SIGNALS}
         self.old_wakeup = signal.set_wakeup_fd(self.wakeup_w, warn_on_full_buffer=False)
+        # What the package's early handlers recorded (supervisor/__init__.py), read once ours
+        # are in place, so that nothing arriving in between is lost.
+        from . import EARLY_SIGNALS
+
+        self.pending.extend(EARLY_SIGNALS)
 
     def _record(self, signum: int, _frame: object) -> None:
         self.pending.append(signum)

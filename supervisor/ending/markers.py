@@ -328,8 +328,9 @@ def create_marker(state: str | os.PathLike[str], record: RunRecord) -> str:
             remove_marker(staging)
         except NotProven:
             pass  # the first failure is the one to report
-        if isinstance(err, OSError):
-            raise marker_error("create a run marker in", os.fspath(state), err) from err
+        cause = err.__cause__ if isinstance(err, NotProven) else err  # write_record's own failure
+        if isinstance(cause, OSError):
+            raise marker_error("create a run marker in", os.fspath(state), cause) from cause
         raise
     return directory
 
