@@ -316,3 +316,115 @@ def test_a_supervisor_whose_marker_was_removed_by_end_force_goes_on(tmp_path):
         markers.remove_marker(life.directory)
         life.spawning()  # writes the record: the marker is gone
         assert life.directory is None
+
+
+# -- a full or read-only state dir (issue 24): one 125 line, never a traceback -------------------
+# Real ENOSPC/EROFS file systems are T-66's (tests/regression); here the errors are injected where
+# the kernel would return them, to cover every path of create/write/remove.
+
+def _fail(monkeypatch, name, code, after=0):
+    """os.NAME raises OSError(CODE) from its (AFTER+1)th call on."""
+    real = getattr(os, name)
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(args)
+        if len(calls) > after:
+            raise OSError(code, os.strerror(code))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, name, failing)
+
+
+@pytest.mark.parametrize("name, code, says", [("mkdir", 28, "No space left on device"),
+                                              ("mkdir", 30, "remount it read-write"),
+                                              ("write", 28, "free space (or inodes) there"),
+                                              ("replace", 122, "Disk quota exceeded"),
+                                              ("rename", 5, "Input/output error")])
+def test_a_marker_that_cannot_be_created_is_not_proven_naming_the_state_dir(tmp_path, monkeypatch,
+                                                                            name, code, says):
+    rec = _record(markers.own_identity())
+    _fail(monkeypatch, name, code)
+    with pytest.raises(NotProven) as caught:
+        markers.create_marker(str(tmp_path), rec)
+    monkeypatch.undo()
+    text = str(caught.value)
+    assert text.startswith(f"state dir: cannot create a run marker in {tmp_path}: ") and says in text, text
+    assert "NO_DOCKER_STATE_DIR" in text
+    assert os.listdir(tmp_path) == [], "the staging directory was left behind"
+
+
+def test_a_short_write_is_completed(tmp_path, monkeypatch):
+    # write(2) may take part of the buffer on a nearly full file system: run.json must be whole
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, bytes(data[:7])))
+    rec = _record(markers.own_identity())
+    rec.command = ["x" * 500]
+    directory = markers.create_marker(str(tmp_path), rec)
+    monkeypatch.undo()
+    assert markers.read_record(directory).command == ["x" * 500]
+
+
+def test_a_record_that_cannot_be_rewritten_keeps_the_old_one(tmp_path, monkeypatch):
+    rec = _record(markers.own_identity())
+    directory = markers.create_marker(str(tmp_path), rec)
+    rec.state = markers.RUNNING
+    _fail(monkeypatch, "write", 28)
+    with pytest.raises(NotProven, match=r"state dir: cannot write .*/run.json: No space left"):
+        markers.write_record(directory, rec)
+    monkeypatch.undo()
+    assert sorted(os.listdir(directory)) == ["run.json"], "the temporary file was left"
+    assert markers.read_record(directory).state == markers.CREATED
+    os.rename(directory, directory + ".x")  # gone (end --force): still FileNotFoundError
+    with pytest.raises(FileNotFoundError):
+        markers.write_record(directory, rec)
+
+
+def test_a_marker_that_cannot_be_removed_is_not_proven_and_stays(tmp_path, monkeypatch):
+    directory = markers.create_marker(str(tmp_path), _record(markers.own_identity()))
+    _fail(monkeypatch, "rename", 30)
+    with pytest.raises(NotProven, match="cannot remove the run marker .*: Read-only file system"):
+        markers.remove_marker(directory)
+    monkeypatch.undo()
+    assert markers.list_markers(str(tmp_path)) == [directory]
+
+
+def test_the_ending_goes_on_when_the_marker_cannot_be_removed(tmp_path, monkeypatch):
+    """The state dir goes read-only during a run: the ending still runs to its end (killing
+    outranks recording), and the failure is kept for `run` to say (125)."""
+    from no_docker.supervisor.ending.lifecycle import RunLifecycle
+
+    life = RunLifecycle(["x"], use_cgroup=False, check_stale=False, state=tmp_path / "state")
+    with life:
+        _fail(monkeypatch, "rename", 30)
+        report = life.end()
+    monkeypatch.undo()
+    assert report.clean, report.reason
+    assert life.marker_failure is not None and "Read-only file system" in str(life.marker_failure)
+    assert len(markers.list_markers(str(tmp_path / "state"))) == 1  # kept: it could not be removed
+
+
+def test_the_ending_goes_on_when_the_marker_cannot_be_rewritten(tmp_path, monkeypatch):
+    from no_docker.supervisor.ending.lifecycle import RunLifecycle
+
+    life = RunLifecycle(["x"], use_cgroup=False, check_stale=False, state=tmp_path / "state")
+    with life:
+        life.spawning()
+        _fail(monkeypatch, "open", 28)  # 'ending' and then 'not-proven' cannot be written
+        report = life.end()  # no namespace, no cgroup: not proven, but it ran to its end
+    monkeypatch.undo()
+    assert not report.clean and life.report is report
+    assert "No space left on device" in str(life.marker_failure)
+    directory = markers.list_markers(str(tmp_path / "state"))[0]
+    assert markers.read_record(directory).state == markers.SPAWNING  # the last record written
+    markers.remove_marker(directory)
+
+
+def test_a_marker_write_that_fails_before_the_ending_stops_the_run(tmp_path, monkeypatch):
+    from no_docker.supervisor.ending.lifecycle import RunLifecycle
+
+    life = RunLifecycle(["x"], use_cgroup=False, check_stale=False, state=tmp_path / "state")
+    with pytest.raises(NotProven, match="state dir: cannot write"), life:
+        _fail(monkeypatch, "open", 28)
+        life.spawning()  # nothing may be spawned unrecorded
+    monkeypatch.undo()
