@@ -23,17 +23,18 @@ options:
                       directory). Not $HOME, not / or a system dir (usage error, exit 2). In a
                       subdirectory of a git repository, pass the repository's root when CMD
                       needs git or files above it:  --work "$(git rev-parse --show-toplevel)"
-  --rw PATH           also writable (repeatable); it must exist: mkdir -p it first.
-                      e.g. --rw ~/.cache/pip keeps pip's cache between runs
+  --rw DIR            also writable (repeatable); it must exist: mkdir -p it first.
+                      e.g. --rw ~/.cache/pip keeps pip's cache between runs. Not /proc,
+                      /sys, /dev or /run (the run has its own)
   --ro PATH           also visible, read-only (repeatable), e.g. a data set outside the work
                       dir: --ro /data/fixtures
   --keep-env NAME     pass the variable NAME in (repeatable), e.g. --keep-env CI. Variables
                       that route to an engine or run code at shell start-up (DOCKER_*,
                       KUBECONFIG, SSH_AUTH_SOCK, BASH_ENV, LD_PRELOAD...) are refused
-  --max-pids N        at most N processes at once (a cgroup limit; N >= 8), e.g. --max-pids
-                      2000 against fork bombs
+  --max-pids N        at most N processes at once (a cgroup limit; 8 to 4194304), e.g.
+                      --max-pids 2000 against fork bombs
   --end-timeout S     how long the ending may take to show every process gone (default 10
-                      seconds, at most 3600); past it: exit 125 and the `no-docker end RUN_ID`
+                      seconds; 0.1 to 3600); past it: exit 125 and the `no-docker end RUN_ID`
                       that finishes the job
   --publish [127.0.0.1:]PORT
                       forward the host's loopback PORT to the same port on the run's own
@@ -59,7 +60,7 @@ exit status:
   125            the isolation is not proven (CMD never ran), the run could not be started,
                  or the ending could not be shown (then: no-docker end RUN_ID)
   126, 127       CMD not executable, not found
-  2              usage: a bad option, a refused --work/--rw
+  2              usage: a bad option or value (checked before anything starts)
 
 environment:
   NO_DOCKER_STATE_DIR  where run markers live (default $XDG_RUNTIME_DIR/no-docker, or
