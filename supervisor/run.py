@@ -1050,11 +1050,20 @@ def give_closed_stdio_devnull() -> None:
         if fd == 2 and sys.stderr is None:
             # Closed when the interpreter started: print(file=None) would write to stdout, CMD's.
             sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
-        elif fd == 2 and st is not None and not stat.S_ISSOCK(st.st_mode):
-            try:
-                os.write(2, b"")
-            except OSError:
-                sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+        elif fd == 2 and st is not None and not _writable_stderr(stat.S_ISSOCK(st.st_mode)):
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+
+
+def _writable_stderr(is_socket: bool) -> bool:
+    if is_socket:  # never written to here: an empty write would send an empty datagram
+        import fcntl  # only for a socket on stderr
+
+        return not fcntl.fcntl(2, fcntl.F_GETFL) & getattr(os, "O_PATH", 0o10000000)
+    try:
+        os.write(2, b"")
+    except OSError:
+        return False
+    return True
 
 
 def main(argv: list[str]) -> int:

@@ -58,6 +58,7 @@ class Facts:
     listening: bool = False
     peer: object = None  # getpeername(); None when not connected
     peer_is_ours: bool = False  # the peer's IP address is one of this machine's (address_is_ours)
+    path_only: bool = False  # an O_PATH descriptor of a socket file: no socket operation works on it
 
 
 def peer_is_local_listener(family: int, peer: object) -> bool:
@@ -96,6 +97,12 @@ def plan(facts: list[Facts]) -> list[str]:
             actions.append(PASS)
             continue
         what = f"fd {f.fd} is a socket"
+        if f.path_only:
+            # open(2): an O_PATH fd names the file without opening it, but connect(2) to
+            # /proc/self/fd/N reaches whatever listens on that socket file (issue 24: found as a
+            # traceback). No relay exists for a name.
+            raise NotProven("P7", f"fd {f.fd} is an O_PATH descriptor of a socket file: through "
+                            f"/proc/self/fd/{f.fd} the run could connect to what listens there", REMEDY)
         if f.listening:
             raise NotProven("P7", f"{what} listening for connections: no relay keeps it, and the run "
                             "would accept from outside", REMEDY)
@@ -124,7 +131,14 @@ def stdio_facts() -> list[Facts]:
         if not stat.S_ISSOCK(st.st_mode):
             out.append(Facts(fd))
             continue
-        sock = socket.socket(fileno=os.dup(fd))
+        try:
+            sock = socket.socket(fileno=os.dup(fd))
+        except OSError as err:
+            if err.errno not in (errno.EBADF, errno.ENOTSOCK):
+                raise
+            # fstat sees the socket file; the descriptor itself is O_PATH (F_GETFL says so too)
+            out.append(Facts(fd, True, (st.st_dev, st.st_ino), path_only=True))
+            continue
         try:
             sock_type = sock.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE)
             listening = bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))

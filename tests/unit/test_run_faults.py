@@ -111,6 +111,26 @@ def test_odd_stdin_and_stdout_pass_to_cmd(tmp_path, fd, kind):
     assert (code, err) == (0, ""), err
 
 
+@needs_bwrap
+@pytest.mark.parametrize("fd", [0, 1, 2])
+def test_an_o_path_socket_on_stdio_is_refused(tmp_path, fd):
+    import socket
+
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(tmp_path / "s.sock"))
+    listener.listen()
+    try:
+        code, _, err = _run_with_fd(["--", "touch", str(tmp_path / "ran")], tmp_path, fd,
+                                    lambda: os.open(tmp_path / "s.sock", os.O_PATH))
+    finally:
+        listener.close()
+    assert code == 125, err
+    assert not (tmp_path / "ran").exists()
+    if fd != 2:  # on fd 2 nothing can be said
+        assert err.startswith(f"no-docker: P7: fd {fd} is an O_PATH descriptor of a socket file") and \
+            len(err.splitlines()) == 1, err
+
+
 def _fake_bwrap(tmp_path, body: str) -> str:
     path = tmp_path / "fake-bwrap"
     path.write_text(body)

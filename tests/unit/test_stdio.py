@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from no_docker.supervisor.errors import NotProven
-from no_docker.supervisor.isolation.stdio import PASS, RELAY, Facts, Relay, peer_is_local_listener, plan
+from no_docker.supervisor.isolation.stdio import (
+    PASS,
+    RELAY,
+    Facts,
+    Relay,
+    peer_is_local_listener,
+    plan,
+    stdio_facts,
+)
 
 UNIX, INET, INET6 = socket.AF_UNIX, socket.AF_INET, socket.AF_INET6
 STREAM, DGRAM, SEQPACKET = socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_SEQPACKET
@@ -151,3 +159,26 @@ def test_a_peer_at_an_address_of_ours_is_refused_whatever_the_address():
     with pytest.raises(NotProven) as info:
         plan(facts)
     assert info.value.prop == "P7"
+
+
+def test_an_o_path_descriptor_of_a_socket_file_is_refused():
+    # issue 24: found as a traceback (getsockopt: EBADF); connect(2) to /proc/self/fd/N reaches
+    # what listens on that socket file, so it must not cross (no relay exists for a name)
+    with pytest.raises(NotProven, match="P7: fd 1 is an O_PATH descriptor of a socket file"):
+        plan([Facts(0), Facts(1, True, (1, 2), path_only=True), Facts(2)])
+
+
+def test_stdio_facts_sees_an_o_path_socket(tmp_path):
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(tmp_path / "s.sock"))
+    saved = os.dup(0)
+    try:
+        fd = os.open(tmp_path / "s.sock", os.O_PATH)
+        os.dup2(fd, 0)
+        os.close(fd)
+        facts = stdio_facts()
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        listener.close()
+    assert facts[0].socket and facts[0].path_only
