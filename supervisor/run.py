@@ -156,7 +156,8 @@ def path_refusal(flag: str, real: str, is_dir: bool) -> str | None:
 def check_paths(request: Request) -> None:
     """:func:`path_refusal` for --work, --rw and --ro: UsageError (2) before anything starts;
     and one path both writable and read-only is a contradiction, not a P4 failure."""
-    writable = {os.path.realpath(p) for p in (request.work or os.getcwd(), *request.rw)}
+    writable = {os.path.realpath(p) for p in (request.work or os.getcwd(), *request.rw)} if request.ro \
+        else set()  # no realpath of the work dir on the common path: a few lstat calls
     for path in request.ro:
         if os.path.realpath(path) in writable:
             raise UsageError(f"--ro {printable(path)}: also writable (the work dir or a --rw); give it once")
