@@ -319,7 +319,7 @@ def test_a_supervisor_whose_marker_was_removed_by_end_force_goes_on(tmp_path):
 
 
 # -- a full or read-only state dir (issue 24): one 125 line, never a traceback -------------------
-# Real ENOSPC/EROFS file systems are T-66's (tests/regression); here the errors are injected where
+# Real ENOSPC/EROFS file systems are T-72's (tests/regression); here the errors are injected where
 # the kernel would return them, to cover every path of create/write/remove.
 
 def _fail(monkeypatch, name, code, after=0):

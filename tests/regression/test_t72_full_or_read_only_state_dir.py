@@ -1,4 +1,4 @@
-"""T-66: a state dir on a full or read-only file system is one line and 125, never a traceback.
+"""T-72: a state dir on a full or read-only file system is one line and 125, never a traceback.
 
 The run marker (run.json under ``NO_DOCKER_STATE_DIR``) is what lets ``no-docker end`` finish a
 run whose supervisor died; a run that cannot write it must not start, and one whose marker
