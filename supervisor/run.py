@@ -563,6 +563,9 @@ class Run:
                 self.mediator.end_proof()  # refusals from here on are the command's
             if proven and self.terminal is not None:
                 self.terminal.take_input()  # the caller's keys are the command's from now on (raw mode)
+            if proven:
+                self.life.note_user_namespace()  # the sandbox is set up: its uid map is written
+                self.life.hold_launcher()  # before CMD can exist (RunLifecycle.hold_launcher)
             try:
                 if proven:
                     os.write(self.go_w, b"go\n")
@@ -613,6 +616,7 @@ class Run:
             poller.register(events_fd, select.POLLPRI)
         cmd_fd: int | None = None
         cmd_gone: float | None = None
+        init_watched = False
         while True:
             if pending or self.mediation_failure:
                 return None  # the ending releases bwrap first (RunLifecycle.end)
@@ -648,6 +652,11 @@ class Run:
                     poller.unregister(self.status_r)
             if self.report_r >= 0 and self.report_r in events:
                 self._on_report()
+                if self.life.launcher_held and self.init_pidfd is not None and not init_watched:
+                    # bwrap is held from the release on: if the init ends before the gate
+                    # says it runs (a refusal), bwrap must be let go to report it.
+                    init_watched = True
+                    poller.register(self.init_pidfd, select.POLLIN)
                 if events[self.report_r] & select.POLLHUP and not events[self.report_r] & select.POLLIN:
                     poller.unregister(self.report_r)
                     if self.report_line is None and self.init_pid is not None:
@@ -670,7 +679,8 @@ class Run:
                     if cmd_fd is not None:
                         self.fds.append(cmd_fd)
                         poller.register(cmd_fd, select.POLLIN)
-                        if self.init_pidfd is not None:
+                        if self.init_pidfd is not None and not init_watched:
+                            init_watched = True
                             poller.register(self.init_pidfd, select.POLLIN)
             if wakeup_r in events:
                 _drain(wakeup_r)

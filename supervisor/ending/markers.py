@@ -159,6 +159,12 @@ class RunRecord:
     cgroup: dict[str, str | None] | None = None
     detail: str = ""
     work: str = ""  # the work dir (for `runs`; only ever shown)
+    member_uid: int | None = None  # the one outside uid the run's user namespace maps
+    # The owner's pid namespace (NS_GET_ID, else None; and its inode): a state dir may be
+    # shared with another pid namespace (a CI container sharing /tmp or /run with the host),
+    # where the owner's pid means nothing (owner_alive).
+    owner_ns_id: int | None = None
+    owner_ns_inode: int | None = None
 
     def to_json(self) -> dict[str, object]:
         """The run.json object: every field in declaration order, then ``version``."""
@@ -177,6 +183,9 @@ class RunRecord:
             "cgroup": None if self.cgroup is None else dict(self.cgroup),
             "detail": self.detail,
             "work": self.work,
+            "member_uid": self.member_uid,
+            "owner_ns_id": self.owner_ns_id,
+            "owner_ns_inode": self.owner_ns_inode,
             "version": VERSION,
         }
 
@@ -197,7 +206,18 @@ class RunRecord:
             ns_inode=data.get("ns_inode"), ns_depth=data.get("ns_depth"), init=ident(data.get("init")),
             launcher=ident(data.get("launcher")), cgroup=data.get("cgroup"),
             detail=str(data.get("detail", "")), work=str(data.get("work", "")),
+            member_uid=_optional_int(data.get("member_uid")),
+            owner_ns_id=_optional_int(data.get("owner_ns_id")),
+            owner_ns_inode=_optional_int(data.get("owner_ns_inode")),
         )
+
+
+def _optional_int(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"not an integer: {value!r}")
+    return value
 
 
 def _identity_json(identity: Identity | None) -> dict[str, int] | None:
@@ -470,6 +490,39 @@ def own_identity(procfs: ProcFS | None = None) -> Identity:
     procfs = procfs or ProcFS()
     pid = os.getpid()
     return Identity(pid, procfs.stat(pid).start_time)
+
+
+def own_pid_namespace() -> tuple[int | None, int | None]:
+    """(NS_GET_ID, inode) of our own pid namespace; (None, None) when it cannot be read."""
+    from .procfs import ProcfsError, ns_fd_id
+
+    try:
+        fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None, None
+    try:
+        return ns_fd_id(fd), os.fstat(fd).st_ino
+    except (OSError, ProcfsError):
+        return None, None
+    finally:
+        os.close(fd)
+
+
+def owner_elsewhere(record: RunRecord, ours: tuple[int | None, int | None] | None = None) -> bool:
+    """Was the run started by a supervisor in another pid namespace than ours?
+
+    A state dir can be shared across pid namespaces (a CI container that shares /run or /tmp
+    with its host). There the owner's pid is a number in *its* namespace: ours may show no such
+    pid, or an unrelated process under it, so neither "gone" nor "alive" can be judged from
+    here, and nothing of that run may be acted on (its init's pid is not ours either). Only a
+    record that names its owner's namespace can be told; one that does not (written before
+    no-docker recorded it) is judged as before."""
+    if record.owner_ns_inode is None:
+        return False
+    ns_id, inode = own_pid_namespace() if ours is None else ours
+    if record.owner_ns_id is not None and ns_id is not None:
+        return record.owner_ns_id != ns_id
+    return inode is None or record.owner_ns_inode != inode
 
 
 def identity_alive(ident: Identity, procfs: ProcFS) -> bool:

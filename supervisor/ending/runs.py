@@ -79,6 +79,9 @@ def end_would(row: dict[str, Any], directory: str) -> str:
         return f"end refuses it (125); inspect {directory}, then remove it"
     if row["status"] == "rebooted":
         return f"ended with a reboot: `no-docker end {rid}` (or the next run) only removes the marker"
+    if row["status"] == "elsewhere":
+        return ("started in another pid namespace (a state dir shared with a container or its "
+                "host): it never stops runs here; end it from there")
     if row["status"] == "running":
         return f"supervised by pid {row['owner_pid']}; `no-docker end --force {rid}` would end it anyway"
     members = row["members"]
@@ -103,10 +106,13 @@ def describe(state_dir: str, procfs: ProcFS, now: float | None = None) -> list[d
             rows.append(row)
             continue
         alive = markers.owner_alive(rec, procfs, boot)
-        members = members_of(rec, procfs) if rec.boot_id == boot else []
+        elsewhere = markers.owner_elsewhere(rec)
+        members = None if elsewhere else members_of(rec, procfs) if rec.boot_id == boot else []
         cpu, rss = usage_of(members) if members else (0.0, 0)
         if rec.boot_id != boot:
             status = "rebooted"
+        elif elsewhere:
+            status = "elsewhere"  # another pid namespace's run: its pids mean nothing here
         elif alive:
             status = "running"
         else:
