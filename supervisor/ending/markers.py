@@ -360,7 +360,9 @@ def check_record(record: RunRecord, dir_name: str, cgroup2_mounts: list[str] | N
       another run's cgroup: ``cgroup.kill`` and ``rmdir`` go nowhere else;
     - ``ns_depth`` at least 1: the namespace whose members are killed lies below ours, never
       ours (depth 0 would make every process a member); ``ns_inode`` given with it;
-    - ``owner``/``init``/``launcher`` pids above 1; ``end`` SIGKILLs the init only once it is
+    - ``init``/``launcher`` pids above 1, ``owner`` above 0 (nothing ever signals the owner,
+      and a supervisor may be pid 1 of its pid namespace: a container's command, a CI job
+      under ``unshare --pid``); ``end`` SIGKILLs the init only once it is
       shown to be pid 1 of the recorded namespace (``algorithm._init_check``);
     - ``state`` one we write, ``owner``/``boot_id``/``command``/``detail`` only decide "stale"
       or are shown (``runs`` shows them escaped).
@@ -381,7 +383,7 @@ def check_record(record: RunRecord, dir_name: str, cgroup2_mounts: list[str] | N
         return f"ns_depth {record.ns_depth} is not a namespace below ours"
     for name in ("owner", "init", "launcher"):
         ident = getattr(record, name)
-        if ident is not None and ident.pid < 2:
+        if ident is not None and ident.pid < (1 if name == "owner" else 2):
             return f"{name} pid {ident.pid} is not a process of a run"
     cg = record.cgroup
     if cg is None:

@@ -83,11 +83,15 @@ def world() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def as_nobody(world: Path, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+def as_nobody(world: Path, args: list[str], timeout: float = 60,
+              cgroup: Path | None = None) -> subprocess.CompletedProcess:
+    """`no-docker ARGS` as uid 65534; in CGROUP (a v2 cgroup delegated to it) when given."""
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(world / "home"), "LANG": "C.UTF-8",
            "PYTHONPATH": str(world / "pkg"), "NO_DOCKER_STATE_DIR": str(world / "state")}
     argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", SYSTEM_PYTHON, "-m",
             "no_docker.supervisor.cli", *args]
+    if cgroup is not None:  # as a login session's manager would start the user's shell
+        argv = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *argv]
     return subprocess.run(argv, cwd=world / "work", env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -260,6 +264,58 @@ def test_a_same_uid_process_that_cannot_be_read_blocks_with_a_line_and_end_finis
         assert _runs(world) == []
         after = as_nobody(world, ["run", "--", "true"])
         assert after.returncode == 0, after.stderr
+    finally:
+        kill_token(tok_mine)
+        kill_token(tok_blocker)
+
+
+@pytest.fixture
+def delegated() -> Iterator[Path]:
+    """A cgroup v2 subtree delegated to uid 65534, as systemd gives a user session one
+    (cgroup-v2.rst, "Delegation Containment": the directory, cgroup.procs, cgroup.threads and
+    cgroup.subtree_control chowned to the user)."""
+    from no_docker.supervisor.ending.cgroup import cgroup2_mounts
+
+    mounts = cgroup2_mounts(Path("/proc/self/mountinfo").read_text())
+    if not mounts:
+        pytest.skip("no cgroup v2 hierarchy is mounted here")
+    own = Path("/proc/self/cgroup").read_text().split("0::", 1)[1].split("\n", 1)[0].lstrip("/")
+    base = Path(mounts[0], own, f"no-docker-t66-{os.getpid()}")
+    base.mkdir()
+    try:
+        for name in ("", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"):
+            os.chown(base / name if name else base, NOBODY, NOBODY)
+        if os.path.isdir("/run/systemd/system"):
+            os.setxattr(base, "trusted.delegate", b"1")
+        yield base
+    finally:
+        for directory in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            directory.rmdir()
+        base.rmdir()
+
+
+def test_with_a_delegated_cgroup_its_emptiness_settles_what_proc_cannot(world, held, delegated):
+    """Where the run has a v2 leaf of its own (a delegated subtree), cgroup.kill + populated 0
+    on a leaf no member can leave is the proof: even a same-uid process whose namespace
+    cannot be read does not stop the run (without the cgroup it does: the case above)."""
+    tok_them, tok_blocker, tok_mine = token(), token(), token()
+    try:
+        _hold_other_users(held, tok_them)
+        _same_uid_unreadable(held, tok_blocker)
+        report = world / "work" / "report.json"
+        for _ in range(2):
+            result = as_nobody(world, ["run", "--end-timeout", "2", "--report", str(report), "--", "sh", "-c",
+                                       f"sleep {tok_mine} & echo ran"], cgroup=delegated)
+            assert result.returncode == 0, result.stderr
+            assert result.stdout == "ran\n"
+            assert ", 1 process killed, 0 left," in result.stderr, result.stderr
+            assert settled_without(tok_mine) == []
+            # the cgroup settled the blocker (and what else /proc could not read)
+            assert json.loads(report.read_text())["ending"]["settled_by_cgroup"] >= 1
+        # the runs had their leaf in the delegated subtree, and removed it
+        group = delegated / "no-docker"
+        assert group.is_dir() and not [p for p in group.iterdir() if p.is_dir()]
+        assert _runs(world) == []
     finally:
         kill_token(tok_mine)
         kill_token(tok_blocker)
