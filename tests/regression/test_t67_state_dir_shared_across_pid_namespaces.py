@@ -41,7 +41,8 @@ def test_a_run_of_another_pid_namespace_is_left_alone(tmp_path):
         pytest.skip("unshare (util-linux) is not installed")
     tok = token()
     inner = subprocess.Popen(
-        ["unshare", "--pid", "--fork", "--mount-proc", *_cli("run", "--", "sh", "-c", f"echo up; sleep {tok}")],
+        ["unshare", "--pid", "--fork", "--mount-proc",
+         *_cli("run", "--", "sh", "-c", f"echo up; sleep {tok}")],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
         start_new_session=True)
     try:
