@@ -563,8 +563,10 @@ class Run:
                 self.mediator.end_proof()  # refusals from here on are the command's
             if proven and self.terminal is not None:
                 self.terminal.take_input()  # the caller's keys are the command's from now on (raw mode)
+            # The sandbox was held for the verdict, so it is set up and its uid map written;
+            # read also for a refusal, whose ending must settle other users' processes too.
+            self.life.note_user_namespace()
             if proven:
-                self.life.note_user_namespace()  # the sandbox is set up: its uid map is written
                 self.life.hold_launcher()  # before CMD can exist (RunLifecycle.hold_launcher)
             try:
                 if proven:

@@ -431,6 +431,8 @@ class RunLifecycle:
         from .algorithm import EndReport, RunTarget
 
         self.release_launcher()
+        if self.namespace is not None and self.namespace.uid is None:
+            self.note_user_namespace()  # ended before the verdict (a signal): read it if set up
         try:
             self._leave_cgroup()  # never kill the cgroup we are in
             cgroup = self.cgroup
