@@ -79,11 +79,13 @@ def spawn() -> Iterator:
 OTHER_UID = 65533  # "another user": no test runs as this uid, so its processes are nobody's here
 
 
-def _hold_namespaces() -> list[subprocess.Popen]:
+def _hold_namespaces() -> list[int]:
     """Processes in pid namespaces of their own, as on every machine that runs containers:
     root's (dockerd's containers) and another user's (a rootless engine, a browser's sandbox).
     An ordinary user may not read their ns links; every test of the session runs beside them
-    (issue 24: five non-root tests failed on such a machine while they passed on a quiet one)."""
+    (issue 24: five non-root tests failed on such a machine while they passed on a quiet one).
+    Returns pidfds. They are not children of the test process (a test may check that it has
+    none), and each dies with its unshare (``--kill-child``) when the session ends."""
     if os.geteuid() != 0:
         return []
     import shutil
@@ -91,29 +93,50 @@ def _hold_namespaces() -> list[subprocess.Popen]:
     if not (shutil.which("unshare") and shutil.which("setpriv")):
         return []
     holds = [
-        ["unshare", "--pid", "--fork", "--mount-proc", "sleep", "86400"],
+        ["unshare", "--pid", "--kill-child", "--mount-proc", "sleep", "3600"],
         ["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups",
-         "unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc", "sleep", "86400"],
+         "unshare", "--user", "--map-root-user", "--pid", "--kill-child", "--mount-proc", "sleep", "3600"],
     ]
-    started = []
-    for argv in holds:
+    return [fd for fd in (_start_detached(argv) for argv in holds) if fd is not None]
+
+
+def _start_detached(argv: list[str]) -> int | None:
+    """Start ARGV as a grandchild in a session of its own (its parent exits at once, so it is
+    nobody's child here); a pidfd on it, or None."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # only fork, exec and _exit here: the test process may have threads
         try:
-            started.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL, start_new_session=True))
-        except OSError:
-            continue
-    return started
+            os.close(r)
+            grandchild = os.fork()
+            if grandchild == 0:
+                os.setsid()
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.execvp(argv[0], argv)
+            os.write(w, str(grandchild).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    data = os.read(r, 32)
+    os.close(r)
+    try:
+        return os.pidfd_open(int(data))
+    except (ValueError, OSError):
+        return None
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _other_users_namespaces() -> Iterator[list[subprocess.Popen]]:
+def _other_users_namespaces() -> Iterator[list[int]]:
     held = _hold_namespaces()
     try:
         yield held
     finally:
-        for proc in held:
+        for fd in held:
             try:
-                os.killpg(proc.pid, signal.SIGKILL)  # its own session: unshare and its sleep
+                signal.pidfd_send_signal(fd, signal.SIGKILL)  # unshare; --kill-child takes its child
             except ProcessLookupError:
                 pass
-            proc.wait(timeout=10)
+            os.close(fd)
