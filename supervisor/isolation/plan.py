@@ -19,6 +19,7 @@ from .policy import (
     FALLBACK_HOME,
     SYSTEM_DIRS,
     Policy,
+    default_tmp_size,
     env_allowlist,
     env_name_denied,
     is_under,
@@ -127,6 +128,8 @@ class Request:
     report: str | None = None
     quiet: bool = False
     publish: tuple[int, ...] = ()  # loopback TCP ports forwarded from the host (--publish)
+    tmp_size: int | None = None  # bytes per tmpfs (--tmp-size); None: policy.default_tmp_size
+    memory_max: int | None = None  # bytes, the run's cgroup memory limit (--memory-max)
 
 
 # First components under $HOME that run code later, outside: never writable (--work/--rw).
@@ -340,7 +343,12 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
             protected.append(tool)
     pinned += pins_for(protected, (*writable_roots, *git_rw))
     proc_readonly = tuple(p for p in ("/proc/sys", "/proc/sysrq-trigger") if os.path.exists(p))
+    tmp_size = request.tmp_size
+    if tmp_size is None:
+        # sysconf, not /proc/meminfo: two numbers the C library has, no file to open and parse.
+        tmp_size = default_tmp_size(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     draft = Policy(work=work, chdir=chdir, home=home, system_ro=tuple(system_ro), proc_readonly=proc_readonly,
+                   tmp_size=tmp_size,
                    system_symlinks=tuple(symlinks), hidden=tuple(dict.fromkeys(hidden)),
                    ro=ro, rw=rw + tuple(git_rw), pinned=tuple(pinned), protected=tuple(protected))
 
