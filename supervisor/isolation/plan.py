@@ -343,12 +343,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
             protected.append(tool)
     pinned += pins_for(protected, (*writable_roots, *git_rw))
     proc_readonly = tuple(p for p in ("/proc/sys", "/proc/sysrq-trigger") if os.path.exists(p))
-    tmp_size = request.tmp_size
-    if tmp_size is None:
-        # sysconf, not /proc/meminfo: two numbers the C library has, no file to open and parse.
-        tmp_size = default_tmp_size(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     draft = Policy(work=work, chdir=chdir, home=home, system_ro=tuple(system_ro), proc_readonly=proc_readonly,
-                   tmp_size=tmp_size,
                    system_symlinks=tuple(symlinks), hidden=tuple(dict.fromkeys(hidden)),
                    ro=ro, rw=rw + tuple(git_rw), pinned=tuple(pinned), protected=tuple(protected))
 
@@ -393,7 +388,11 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
                 "DOCKER_CONFIG": "/run/no-docker-run/docker-config"})
     env.setdefault("PATH", os.defpath)
 
-    with_toolchain = draft.replace(toolchain_ro=tuple(toolchain))
+    tmp_size = request.tmp_size
+    if tmp_size is None:
+        # sysconf, not /proc/meminfo: two numbers the C library has, no file to open and parse.
+        tmp_size = default_tmp_size(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    with_toolchain = draft.replace(toolchain_ro=tuple(toolchain), tmp_size=tmp_size)
     if listing.relative_paths:
         name = listing.relative_paths[0]
         raise NotProven("P3", f"a unix socket listens at the relative name {name!r}, which cannot be "
