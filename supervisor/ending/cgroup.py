@@ -376,6 +376,13 @@ def v2_parent(
     return None
 
 
+def _v2_offers(group: str, controller: str) -> bool:
+    try:
+        return controller in _read(f"{group}/cgroup.controllers").split()
+    except OSError:
+        return False
+
+
 def _v2_has_pids(parent: str) -> bool:
     try:
         return "pids" in _read(f"{parent}/cgroup.controllers").split()
@@ -454,7 +461,14 @@ def create(run_id: str, *, max_pids: int | None = None, memory_max: int | None =
         if memory_max is not None:
             option = "--memory-max"
             # The leaf has memory.max exactly when its parent enables the controller for it
-            # (cgroup-v2.rst, "Enabling and Disabling"): here v2 has none, v1 is used.
+            # (cgroup-v2.rst, "Enabling and Disabling"); our no-docker/ group may, when it has
+            # the controller itself (a delegated cgroup) and holds no process (it never does).
+            # Here v2 has no controller at all: v1 is used.
+            if leaf is not None and not os.path.exists(f"{leaf}/memory.max") and _v2_offers(group, "memory"):
+                try:
+                    _write(f"{group}/cgroup.subtree_control", "+memory")
+                except OSError:
+                    pass  # not allowed here: v1, or refused below
             if leaf is not None and os.path.exists(f"{leaf}/memory.max"):
                 _write(f"{leaf}/memory.max", str(memory_max))
                 if os.path.exists(f"{leaf}/memory.swap.max"):

@@ -80,6 +80,18 @@ def parse_size(text: str) -> int | None:
     return int(digits) * SIZE_UNITS[unit]
 
 
+# bubblewrap has --size from 0.7.0 (containers/bubblewrap#509) and refuses it when setuid ("The
+# --size option is not permitted in setuid mode"); 0.6 (Ubuntu 22.04) and 0.4 (Debian 11) say
+# "Unknown option --size". That refusal message is in every binary that parses the option.
+SIZE_OPTION_MARK = b"--size must be followed by --tmpfs"
+
+
+def takes_size(binary: bytes, setuid: bool) -> bool:
+    """Whether the bubblewrap whose file is BINARY accepts ``--size`` (pure). A wrapper script
+    that execs bwrap does not show it: it is taken as unable (no --size), never refused."""
+    return not setuid and SIZE_OPTION_MARK in binary
+
+
 def default_tmp_size(ram: int) -> int:
     """Each tmpfs's size when --tmp-size is not given, for RAM bytes of memory (pure)."""
     return max(TMP_SIZE_MIN, ram // TMP_SIZE_SHARE // (1 << 20) * (1 << 20))

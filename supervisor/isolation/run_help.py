@@ -34,7 +34,8 @@ options:
                       2000 against fork bombs
   --tmp-size SIZE     the most each fresh directory (/tmp, /var/tmp, /run, /dev/shm, $HOME)
                       may hold, e.g. --tmp-size 8G (K, M, G; default: a quarter of the RAM
-                      each); past it a write fails with "No space left on device"
+                      each); past it a write fails with "No space left on device". Needs
+                      bubblewrap 0.7 or later (an older one: no bound, or exit 125 if asked)
   --memory-max SIZE   at most SIZE of memory for the whole run, what it writes to its fresh
                       directories included (a cgroup limit, e.g. --memory-max 4G; as root,
                       or where a cgroup is delegated: else exit 125). Past it the kernel

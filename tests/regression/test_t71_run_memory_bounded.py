@@ -13,8 +13,9 @@ to /tmp. What must hold there:
    OOM-killed and the cgroup's limit was never reached (``memory.failcnt`` 0).
 2. No option at all (each tmpfs a quarter of the RAM, more than the 512 MiB): the OOM killer
    works inside the test's cgroup and takes the run's processes (``oom_score_adj`` 1000), not
-   the supervisor (-900 where it has CAP_SYS_RESOURCE, else as inherited): the supervisor ends the run, removes its marker and exits
-   itself, with a status of the run's (137: CMD was SIGKILLed).
+   the supervisor (-900 where it has CAP_SYS_RESOURCE, else as inherited): the supervisor
+   ends the run, removes its marker and exits itself, with a status of the run's (137: CMD
+   was SIGKILLed).
 3. ``--memory-max 128M``: the run's own memory cgroup (below the supervisor's) takes the OOM:
    the test's cgroup never came near its limit (its peak usage stays under 400 MiB) and the
    supervisor ends the run as in 2.

@@ -243,3 +243,40 @@ def test_the_run_is_preferred_and_the_supervisor_protected_where_allowed():
         assert protected == ["False", Path("/proc/self/oom_score_adj").read_text().strip()]  # as it was
     assert run == ["True", str(cgroup.RUN_OOM_SCORE_ADJ)]
     assert not cgroup.prefer_for_oom(2 ** 22 + 1)  # no such process: said, not raised
+
+
+# --- which bubblewrap can size a tmpfs ---------------------------------------------------
+
+
+def test_only_a_bwrap_that_knows_size_and_is_not_setuid_gets_it(tmp_path):
+    from no_docker.supervisor.isolation.policy import SIZE_OPTION_MARK, takes_size
+    from no_docker.supervisor.run import bwrap_takes_size
+
+    assert takes_size(b"\0usage\0" + SIZE_OPTION_MARK + b"\0", setuid=False)
+    assert not takes_size(b"\0usage\0" + SIZE_OPTION_MARK + b"\0", setuid=True)
+    assert not takes_size(b"bwrap: Unknown option %s\0--tmpfs\0", setuid=False)  # 0.6 and older
+    wrapper = tmp_path / "bwrap"
+    wrapper.write_text("#!/bin/sh\nexec /usr/bin/bwrap \"$@\"\n")
+    wrapper.chmod(0o755)
+    assert not bwrap_takes_size(str(wrapper))
+    assert not bwrap_takes_size(str(tmp_path / "missing"))
+    assert not bwrap_takes_size(str(tmp_path))  # a directory
+    real = "/usr/bin/bwrap"
+    if os.path.exists(real) and SIZE_OPTION_MARK in Path(real).read_bytes():
+        assert bwrap_takes_size(real)
+        setuid = tmp_path / "bwrap-setuid"
+        setuid.write_bytes(Path(real).read_bytes())
+        setuid.chmod(0o4755)  # only looked at, never run
+        assert not bwrap_takes_size(str(setuid))
+
+
+def test_a_size_asked_of_a_bwrap_that_cannot_is_refused(tmp_path):
+    wrapper = tmp_path / "bwrap"
+    wrapper.write_text("#!/bin/sh\nexec /usr/bin/bwrap \"$@\"\n")
+    wrapper.chmod(0o755)
+    env = {**os.environ, "NO_DOCKER_BWRAP": str(wrapper)}
+    done = subprocess.run([sys.executable, "-m", "no_docker.supervisor.cli", "run", "--tmp-size", "1G", "--",
+                           "touch", "ran"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 125, done.stderr
+    assert done.stderr.startswith("no-docker: --tmp-size: ") and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "ran").exists()
