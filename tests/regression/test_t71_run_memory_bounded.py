@@ -110,6 +110,7 @@ def _oom_kills(box: Path) -> int:
 
 def _survived(code: int, err: str, left: list[dict]) -> None:
     assert code >= 0, f"the supervisor was killed by signal {-code}: {err}"
+    assert "isolation proven" in err, f"the run did not start, CMD never ran: {err}"
     assert left == [], f"the run's marker was left: {left}"
     assert "ending not proven" not in err, err
     assert "0 left" in err, err
