@@ -348,6 +348,10 @@ def bwrap_argv(
                 argv += ["--ro-bind", sentinel, SENTINEL_PATH]
             if policy.home == FALLBACK_HOME:
                 argv += ["--dir", FALLBACK_HOME]
+    # bwrap's /dev tmpfs read-only: --dev takes no --size, so a run could write files there up
+    # to the kernel's half of the RAM (issue 24). Its device nodes are bind mounts of their own,
+    # /dev/pts and /dev/shm mounts of their own: they stay as they are (not recursive).
+    argv += ["--remount-ro", "/dev"]
     # The root tmpfs itself read-only (non-recursive: /tmp, /run... stay writable tmpfs).
     argv += ["--remount-ro", "/"]
     argv += ["--chdir", policy.chdir]

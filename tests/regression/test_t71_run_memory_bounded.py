@@ -19,6 +19,8 @@ to /tmp. What must hold there:
 3. ``--memory-max 128M``: the run's own memory cgroup (below the supervisor's) takes the OOM:
    the test's cgroup never came near its limit (its peak usage stays under 400 MiB) and the
    supervisor ends the run as in 2.
+4. ``/dev`` (bwrap's tmpfs, which ``--size`` cannot reach) is read-only: 1 GiB to ``/dev/fill``
+   fails at once (EROFS), nothing OOM-killed.
 
 Root only (a v1 memory cgroup is made and the supervisor put in it); every process left in the
 test's cgroup is SIGKILLed by pid and the cgroup removed, whatever happens.
@@ -140,3 +142,12 @@ def test_memory_max_charges_the_run_to_its_own_cgroup(pressure, tmp_path):
     assert peak < 400 << 20, f"the run's pages were charged beyond its own limit: peak {peak >> 20} MiB"
     assert not any(Path(d).name != "no-docker" for d in cgroup.subtree(str(pressure))[:-1]), \
         "the run's memory cgroup is left"
+
+
+def test_dev_is_no_place_to_fill(pressure, tmp_path):
+    script = "head -c 1G /dev/zero > /dev/fill"
+    code, err, left = _run_in(pressure, ["--", "sh", "-c", script], tmp_path)
+    _survived(code, err, left)
+    assert code == 2, err  # sh: cannot create
+    assert "Read-only file system" in err, err
+    assert _oom_kills(pressure) == 0, "something was OOM-killed"

@@ -280,3 +280,11 @@ def test_a_size_asked_of_a_bwrap_that_cannot_is_refused(tmp_path):
     assert done.returncode == 125, done.stderr
     assert done.stderr.startswith("no-docker: --tmp-size: ") and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_dev_is_remounted_read_only_after_everything_below_it():
+    """bwrap's --dev tmpfs takes no --size: read-only once /dev/shm (sized) is mounted on it."""
+    argv = _argv(POLICY.replace(tmp_size=64 << 20))
+    ro = [argv[i + 1] for i, word in enumerate(argv) if word == "--remount-ro"]
+    assert ro == ["/dev", "/"]
+    assert argv.index("--remount-ro") > max(i for i, word in enumerate(argv) if word in ("--dev", "--tmpfs"))
