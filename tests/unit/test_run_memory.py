@@ -196,12 +196,16 @@ memory_usable = os.geteuid() == 0 and (cgroup.v1_memory_parent() or "") != "" an
 
 @pytest.mark.skipif(not memory_usable, reason="needs root and a v1 memory hierarchy")
 def test_real_memory_cgroup_limits_and_is_removed():
-    run_id = f"test-mem-{os.getpid()}-{time.monotonic_ns()}"
+    run_id = markers.new_run_id()
     cg = cgroup.create(run_id, memory_max=64 << 20)
     child = None
     try:
         assert cg is not None and cg.memory_v1 is not None and cg.v1()
         assert Path(cg.memory_v1, "memory.limit_in_bytes").read_text().strip() == str(64 << 20)
+        # What `end` would act on: the record of the real cgroup passes the marker check.
+        rec = markers.RunRecord(run_id=run_id, owner=Identity(os.getpid(), 1), boot_id=ProcFS().boot_id(),
+                                command=["true"], cgroup=cg.as_record())
+        assert markers.check_record(rec, run_id) is None
         child = subprocess.Popen([sys.executable, "-c", "x = bytearray(256 << 20)"],
                                  preexec_fn=cg.spawn_hook())
         cg.close_hook()
