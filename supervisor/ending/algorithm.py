@@ -372,7 +372,7 @@ def members_before(target: RunTarget, procfs: ProcFS) -> set[int]:
     init = target.init.pid if target.init is not None else None
     run = target.ns
     try:
-        if target.cgroup is not None and (target.cgroup.path or target.cgroup.pids_v1):
+        if target.cgroup is not None and target.cgroup.dirs():
             pids = target.cgroup.tree_procs()
             if run is None:
                 return set(pids) - {init}

@@ -51,13 +51,15 @@ DEFAULT_TIMEOUT = 10.0
 
 class RunLifecycle:
     def __init__(self, command: list[str], *, max_pids: int | None = None,
-                 end_timeout: float = DEFAULT_TIMEOUT, procfs: ProcFS | None = None,
+                 memory_max: int | None = None, end_timeout: float = DEFAULT_TIMEOUT,
+                 procfs: ProcFS | None = None,
                  state: str | os.PathLike[str] | None = None, use_cgroup: bool = True,
                  check_stale: bool = True, subreaper: bool = False,
                  enter_cgroup_early: bool = False, work: str = "") -> None:
         self.command = list(command)
         self.work = work
         self.max_pids = max_pids
+        self.memory_max = memory_max  # bytes: the run's cgroup memory limit (--memory-max)
         self.end_timeout = end_timeout
         self.procfs = procfs or ProcFS()
         self.state = None if state is None else os.fspath(state)
@@ -99,12 +101,12 @@ class RunLifecycle:
             # write is a measurable part of `run -- true`). A supervisor SIGKILLed between the
             # mkdir and the marker leaves an empty cgroup that no marker names; the same window
             # was there before, between the mkdir and a second write of run.json.
-            if self.use_cgroup or self.max_pids is not None:
+            if self.use_cgroup or self.max_pids is not None or self.memory_max is not None:
                 try:
-                    self.cgroup = create_cgroup(self.run_id, max_pids=self.max_pids)
+                    self.cgroup = create_cgroup(self.run_id, max_pids=self.max_pids,
+                                                memory_max=self.memory_max)
                 except CgroupError as err:
-                    raise NotProven("--max-pids", str(err),
-                                    "run as root or without --max-pids") from err
+                    raise NotProven(err.option, str(err), f"run as root or without {err.option}") from err
                 if self.cgroup is not None and not self.use_cgroup and self.cgroup.path is not None:
                     os.rmdir(self.cgroup.path)
                     self.cgroup.path = None
@@ -146,7 +148,7 @@ class RunLifecycle:
 
     def _must_move(self) -> bool:
         """Whether a child can be born in the run's cgroups only if we move into them first."""
-        return self.cgroup is not None and (self.cgroup.path is None or self.cgroup.pids_v1 is not None)
+        return self.cgroup is not None and (self.cgroup.path is None or self.cgroup.v1())
 
     def _start_entering(self) -> None:
         """Move ourselves into the run's cgroup on a thread while the caller goes on (lists the

@@ -367,7 +367,7 @@ def check_record(record: RunRecord, dir_name: str, cgroup2_mounts: list[str] | N
     - ``state`` one we write, ``owner``/``boot_id``/``command``/``detail`` only decide "stale"
       or are shown (``runs`` shows them escaped).
     """
-    from .cgroup import GROUP_DIR, V1_PIDS_ROOT
+    from .cgroup import GROUP_DIR, V1_MEMORY_ROOT, V1_PIDS_ROOT
 
     if record.run_id != dir_name or not valid_run_id(record.run_id):
         return f"run_id {record.run_id!r} does not name its directory {dir_name!r}"
@@ -388,12 +388,20 @@ def check_record(record: RunRecord, dir_name: str, cgroup2_mounts: list[str] | N
     cg = record.cgroup
     if cg is None:
         return None
-    if not isinstance(cg, dict) or set(cg) - {"v2", "pids_v1"}:
+    if not isinstance(cg, dict) or set(cg) - {"v2", "pids_v1", "memory_v1"}:
         return f"cgroup {cg!r} is not a run's cgroup record"
     leaf_tail = f"/{GROUP_DIR}/{record.run_id}"
     v1 = cg.get("pids_v1")
     if v1 is not None and v1 != f"{V1_PIDS_ROOT}{leaf_tail}":
         return f"cgroup {v1!r} is not no-docker's own pids cgroup for this run"
+    memory = cg.get("memory_v1")
+    # Below the supervisor's own v1 memory cgroup (cgroup.v1_memory_parent), never nested in
+    # another run's: the same shape as the v2 leaf's.
+    if memory is not None and (
+            not isinstance(memory, str) or os.path.normpath(memory) != memory
+            or not memory.endswith(leaf_tail) or not is_within(memory, V1_MEMORY_ROOT)
+            or f"/{GROUP_DIR}/" in memory[: -len(leaf_tail)] + "/"):
+        return f"cgroup {memory!r} is not no-docker's own memory cgroup for this run"
     v2 = cg.get("v2")
     if v2 is not None:
         if not isinstance(v2, str) or os.path.normpath(v2) != v2 or not v2.endswith(leaf_tail):
