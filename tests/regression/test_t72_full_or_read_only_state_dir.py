@@ -94,7 +94,7 @@ def test_a_state_dir_gone_read_only_during_the_run(tmp_path):
     script = ('mount -t tmpfs -o size=64k,mode=755 tmpfs "$M" && mkdir -m 700 "$M/st" || exit 99\n'
               'export NO_DOCKER_STATE_DIR="$M/st"\n'
               '$ND run --quiet --work "$1" -- sh -c "$2" & sup=$!\n'
-              'i=0; while [ ! -e "$1/started" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done\n'
+              'while [ ! -e "$1/started" ] && kill -0 $sup 2>/dev/null; do sleep 0.02; done\n'
               'mount -o remount,ro "$M"; touch "$1/go"\n'
               'wait $sup; echo "run=$?" >&2\n'
               '$ND run --quiet --work "$1" -- touch "$1/ran"; echo "next=$?" >&2\n'
@@ -106,6 +106,8 @@ def test_a_state_dir_gone_read_only_during_the_run(tmp_path):
         kill_token(tok)
     err = result.stderr
     assert "Traceback" not in err, err
+    if not (work / "started").exists():
+        pytest.fail(f"the run never started CMD, so the case could not be made: {err}")
     lines = err.strip().splitlines()
     assert lines[1] == "run=125" and lines[3] == "next=125" and lines[5] == "end=125", err
     assert lines[0].startswith(f"no-docker: state dir: cannot remove the run marker {mount_dir}/st/"), err
