@@ -104,6 +104,10 @@ _PATH_OPTIONS = ("--work", "--rw", "--ro", "--report")
 # plain tmpfs, shareable on purpose.
 KERNEL_DIRS = ("/proc", "/sys", "/dev")
 SHAREABLE_IN_DEV = "/dev/shm"
+# bwrap parses --size with strtoull and refuses what overflows ("--size takes a non-zero number
+# of bytes", seen as a late 125); memory.max and memory.limit_in_bytes are 64-bit as well. 1 EiB
+# is far below both, and above any machine's memory.
+SIZE_MAX = 1 << 60
 
 
 def value_refusal(name: str, value: str) -> str | None:
@@ -129,6 +133,11 @@ def value_refusal(name: str, value: str) -> str | None:
     if name == "--max-pids":
         if not (value.isascii() and value.isdigit() and MAX_PIDS_MIN <= int(value) <= MAX_PIDS_MAX):
             return f"a whole number from {MAX_PIDS_MIN} to {MAX_PIDS_MAX} (the kernel's limit)"
+        return None
+    if name in ("--tmp-size", "--memory-max"):
+        size = parse_size(value)  # the rest (form, least size): _size_option
+        if size is not None and size > SIZE_MAX:
+            return f"at most {SIZE_MAX >> 30}G (1 EiB)"
         return None
     if name == "--end-timeout":
         try:

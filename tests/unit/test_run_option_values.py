@@ -25,7 +25,7 @@ from no_docker.supervisor.run import (
 )
 
 VALUE_OPTIONS = ("--work", "--ro", "--rw", "--keep-env", "--publish", "--report", "--max-pids",
-                 "--end-timeout")
+                 "--end-timeout", "--tmp-size", "--memory-max")
 PATHS = ("--work", "--ro", "--rw", "--report")
 
 
@@ -123,6 +123,9 @@ def _cases(tmp_path):
         (["--keep-env", "É"], "--keep-env", "not a variable name"),
         (["--keep-env", ""], "--keep-env", "empty value"),
         (["--publish", "99999"], "--publish", "1-65535"),
+        (["--tmp-size", "99999999999999999999G"], "--tmp-size", "at most"),
+        (["--memory-max", "99999999999999999999999G"], "--memory-max", "at most"),
+        (["--tmp-size", "nan"], "--tmp-size", "a size such as"),
         (["--work", "relative-missing"], "--work", "no such file"),
     ]
 
