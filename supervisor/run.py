@@ -88,9 +88,10 @@ _VALUE_OPTIONS = {"--work": "work", "--ro": "ro", "--rw": "rw", "--keep-env": "k
                   "--end-timeout": "end_timeout", "--tmp-size": "tmp_size", "--memory-max": "memory_max"}
 # How long bubblewrap may take to name its sandbox process (--json-status-fd "child-pid"; it
 # does so right after clone(2), before any mount). Measured here (200 spawns each): median 2.4
-# ms, slowest 9 ms idle; 5.8 / 70.6 ms with 2 cores kept busy; 16 / 42 ms with 8 busy loops. A
-# program that says nothing (a wrapper that never execs bwrap, a hung one) would otherwise hold
-# the run without bound (241 s measured); 5 s is 70 times the slowest start measured.
+# ms, slowest 9 ms idle; 5.8 / 70.6 ms with 2 cores kept busy; 16 / 42 ms with 8 busy loops;
+# 40 / 115 ms with 16 spawning at once (a mutation tool's parallel runs, 2 cores). A program that
+# says nothing (a wrapper that never execs bwrap, a hung one) would otherwise hold the run
+# without bound (241 s measured); 5 s is over 40 times the slowest start measured.
 BWRAP_REPORT_TIMEOUT = 5.0
 MAX_PIDS_MIN = 8  # bwrap, its init, the gate and CMD need a few pids before CMD forks anything
 # pids.max takes at most PIDS_MAX - 1 = PID_MAX_LIMIT (kernel/cgroup/pids.c: EINVAL above it,
