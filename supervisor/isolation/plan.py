@@ -386,10 +386,13 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     env.setdefault("PATH", os.defpath)
 
     with_toolchain = draft.replace(toolchain_ro=tuple(toolchain))
-    if listing.relative_paths:
-        name = listing.relative_paths[0]
-        raise NotProven("P3", f"a unix socket listens at the relative name {name!r}, which cannot be "
-                        "located to hide it", "stop that listener or give it an absolute path")
+    # A socket bound to a relative name (listing.relative_paths) cannot be located: the name
+    # was resolved against its binder's cwd at bind(2) time, which nothing records. It is not
+    # masked and does not refuse the run (any local user can bind one, issue 24): the connect
+    # mediation (P12) refuses every pathname connect whose target inode no socket of the
+    # run's own network namespace is bound to, whatever name the listing had for it, and the
+    # prover proves the mediation on its sentinel (docs/isolation.md, "Sockets the listing
+    # cannot locate"; T-65).
     sockets = []
     for path in listing.unix_paths:
         real = realpath(path)

@@ -1,0 +1,206 @@
+"""T-65: a unix socket bound to a relative name, by any local user in any network namespace,
+stops no run and is reached by none (P3, P12; issue 24 part 2).
+
+``bind("rel.sock")`` is resolved against the binder's cwd, which nothing records: sock_diag and
+``/proc/net/unix`` show ``rel.sock`` and nothing locates it. Such a socket used to refuse every
+run of every user (``P3: a unix socket listens at the relative name ...``). It is now left to
+the connect mediation, which decides by the inode a connect reaches, not by the listing.
+
+Inside the outer guard (root), four listeners bind relative names and record every accept:
+root and uid 65534 in the guard's network namespace, and each of them again in a network
+namespace of its own (``unshare --net``, ``unshare -rn``); two in the work dir, two in a dir
+the run sees read-only (``--ro``). Then:
+
+* a run of root and a run of uid 65534 are proven (``isolation proven``, no ``P3``) and CMD
+  runs; each run's ``--report`` lists the relative names its listing could see;
+* inside each run, a connect by every name the run sees each socket by (relative from the
+  work dir, ``./``, absolute, a ``..`` walk) is refused (ECONNREFUSED) and no listener records
+  an accept;
+* the control: the same connects from inside the guard, outside any run, are each accepted.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, no_docker_argv
+from isolation_cases import require_bwrap
+from lifetime_cases import lifetime_guard
+
+NOBODY = 65534
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+# Binds NAME relative to the cwd it is started in, then records each accept (one line each).
+LISTEN = r"""
+import os, socket, sys, time
+log, ready, name = sys.argv[1:4]
+s = socket.socket(socket.AF_UNIX); s.bind(name); s.listen(16); s.setblocking(False)
+os.chmod(name, 0o777)  # any uid may connect: the control's connect must be able to reach it
+open(ready, "w").close()
+deadline = time.monotonic() + 150
+while time.monotonic() < deadline:
+    try:
+        conn, _ = s.accept()
+    except BlockingIOError:
+        time.sleep(0.01)
+        continue
+    with open(log, "a") as f:
+        f.write("accepted\n")
+    conn.close()
+"""
+
+TRY = r"""
+import json, socket, sys
+out = []
+for name in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX); s.settimeout(5)
+    try:
+        s.connect(name); out.append("reached")
+    except OSError as err:
+        out.append(err.errno)
+    s.close()
+print(json.dumps(out))
+"""
+
+# (who, own network namespace?, where, name)
+LISTENERS = (("root", False, "work", "t65-root.sock"),
+             ("nobody", False, "shared", "t65-nobody.sock"),
+             ("root", True, "shared", "t65-root-netns.sock"),
+             ("nobody", True, "work", "t65-nobody-netns.sock"))
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root to hold listeners of two uids and to run as uid 65534 (setpriv)"
+    for tool in ("setpriv", "unshare"):
+        if not shutil.which(tool):
+            return f"{tool} (util-linux) is not installed"
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        return f"{SYSTEM_PYTHON} is missing (uid {NOBODY} cannot run the venv's python)"
+    return None
+
+
+def names_inside(work: Path, shared: Path) -> list[str]:
+    """Every name a process in WORK reaches each listener by: relative, ./, absolute, a .. walk."""
+    out = []
+    for _, _, where, name in LISTENERS:
+        if where == "work":
+            out += [name, f"./{name}", str(work / name), f"../{work.name}/{name}"]
+        else:
+            out += [str(shared / name), f"{shared}/../{shared.name}/{name}", f"../{shared.name}/{name}",
+                    f"{work}/../{shared.name}/{name}"]
+    return out
+
+
+def as_nobody(*argv: str) -> list[str]:
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
+
+
+@pytest.fixture
+def scene(tmp_path):
+    """Dirs uid 65534 can use (pytest's tmp is 0700), and a copy of the package it can read."""
+    why = _skip_reason()
+    if why:
+        pytest.skip(why)
+    require_bwrap()
+    os.chmod(tmp_path, 0o755)
+    work, shared, home, state, logs = (tmp_path / n for n in ("work", "shared", "home", "state", "logs"))
+    for path in (work, shared, home, state, logs):
+        path.mkdir()
+        os.chown(path, NOBODY, NOBODY)
+    os.chmod(state, 0o700)
+    pkg = tmp_path / "pkg" / "no_docker"
+    for part in ("supervisor", "ci"):
+        shutil.copytree(REPO / part, pkg / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for root, dirs, files in os.walk(tmp_path / "pkg"):
+        for name in dirs + files:
+            os.chmod(os.path.join(root, name), 0o755)
+    os.chmod(tmp_path / "pkg", 0o755)
+    return tmp_path
+
+
+def start_listeners(guard, base: Path) -> list:
+    procs, logs = [], base / "logs"
+    for who, own_netns, where, name in LISTENERS:
+        argv = [SYSTEM_PYTHON, "-I", "-c", LISTEN, str(logs / f"{name}.log"), str(logs / f"{name}.ready"),
+                name]
+        if own_netns:
+            argv = (["unshare", "-rn"] if who == "nobody" else ["unshare", "--net"]) + argv
+        if who == "nobody":
+            argv = as_nobody(*argv)
+        procs.append(guard.spawn(argv, cwd=base / where, output=logs / f"{name}.out"))
+    deadline = time.monotonic() + 30
+    for (_, _, _, name), proc in zip(LISTENERS, procs, strict=True):
+        while not (base / "logs" / f"{name}.ready").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, \
+                (base / "logs" / f"{name}.out").read_text(errors="replace")
+            time.sleep(0.02)
+    return procs
+
+
+def accepts(base: Path) -> dict[str, int]:
+    out = {}
+    for _, _, _, name in LISTENERS:
+        log = base / "logs" / f"{name}.log"
+        out[name] = len(log.read_text().splitlines()) if log.exists() else 0
+    return out
+
+
+def check_run(done, base: Path, report: Path, tries: list[str], expect_listed: set[str]) -> None:
+    stderr = done.stderr.decode(errors="replace")
+    assert "isolation proven" in stderr, stderr
+    assert "P3" not in stderr, stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[:1] == ["CMD RAN"], (lines, stderr)
+    assert json.loads(lines[1]) == [errno.ECONNREFUSED] * len(tries), (tries, lines[1])
+    assert accepts(base) == {name: 0 for _, _, _, name in LISTENERS}, "a run reached a listener"
+    listed = set(json.loads(report.read_text())["listing"]["relative_paths"])
+    assert expect_listed <= listed, (sorted(expect_listed - listed), sorted(listed))
+
+
+def test_relative_names_stop_no_run_and_are_reached_by_none(scene):
+    base = scene
+    work, shared = base / "work", base / "shared"
+    tries = names_inside(work, shared)
+    inside = ["sh", "-c", 'echo "CMD RAN"; exec "$0" "$@"', SYSTEM_PYTHON, "-I", "-c", TRY, *tries]
+    every = {name for _, _, _, name in LISTENERS}
+    with lifetime_guard(base) as guard:
+        procs = start_listeners(guard, base)
+        try:
+            # Root's run: its listing reads every network namespace of the guard (setns).
+            report = base / "logs" / "root-report.json"
+            done = guard.run(no_docker_argv("run", "--report", str(report), "--ro", str(shared), "--",
+                                            *inside), cwd=work)
+            check_run(done, base, report, tries, every)
+            assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+            # uid 65534's run: its own namespaces are read (sock_diag here, /proc/PID/net/unix of
+            # its `unshare -rn` listener); root's other namespace it may not read.
+            report = base / "logs" / "nobody-report.json"
+            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8",
+                   "PYTHONPATH": str(base / "pkg"), "NO_DOCKER_STATE_DIR": str(base / "state")}
+            done = guard.run(as_nobody("env", "-i", *(f"{k}={v}" for k, v in env.items()), SYSTEM_PYTHON,
+                                       "-m", "no_docker.supervisor.cli", "run", "--end-timeout", "1",
+                                       "--report", str(report), "--ro", str(shared), "--", *inside),
+                             cwd=work)
+            check_run(done, base, report, tries, every - {"t65-root-netns.sock"})
+            stderr = done.stderr.decode(errors="replace")
+            # Another slice of issue 24 settles processes of other pid namespaces: until then an
+            # ending of uid 65534 may be unprovable; nothing else may fail it.
+            assert done.returncode == 0 or "ending not proven" in stderr, (done.returncode, stderr)
+
+            # The control: outside any run, from the same dir, every name reaches its listener.
+            control = guard.run([sys.executable, "-I", "-c", TRY, *tries], cwd=work)
+            assert json.loads(control.stdout) == ["reached"] * len(tries), control.stdout
+            per_listener = len(tries) // len(LISTENERS)
+            assert accepts(base) == {name: per_listener for _, _, _, name in LISTENERS}
+        finally:
+            for proc in procs:
+                guard.stop(proc)
