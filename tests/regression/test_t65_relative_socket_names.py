@@ -17,6 +17,11 @@ the run sees read-only (``--ro``). Then:
   work dir, ``./``, absolute, a ``..`` walk) is refused (ECONNREFUSED) and no listener records
   an accept;
 * the control: the same connects from inside the guard, outside any run, are each accepted.
+
+The second case is the other name the listing of an ordinary user cannot locate: in a network
+namespace it may not enter (root's, where a process of the user lives too), the only listing
+is ``/proc/PID/net/unix``, and a name holding a newline there once refused every run of that
+user (``cannot parse``). Now it is glued back, the run is proven, and the connect is refused.
 """
 
 from __future__ import annotations
@@ -165,6 +170,14 @@ def check_run(done, base: Path, report: Path, tries: list[str], expect_listed: s
     assert expect_listed <= listed, (sorted(expect_listed - listed), sorted(listed))
 
 
+def nobody_run(guard, base: Path, report: Path, *argv: str):
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8",
+           "PYTHONPATH": str(base / "pkg"), "NO_DOCKER_STATE_DIR": str(base / "state")}
+    return guard.run(as_nobody("env", "-i", *(f"{k}={v}" for k, v in env.items()), SYSTEM_PYTHON,
+                               "-m", "no_docker.supervisor.cli", "run", "--end-timeout", "1",
+                               "--report", str(report), *argv), cwd=base / "work")
+
+
 def test_relative_names_stop_no_run_and_are_reached_by_none(scene):
     base = scene
     work, shared = base / "work", base / "shared"
@@ -184,12 +197,7 @@ def test_relative_names_stop_no_run_and_are_reached_by_none(scene):
             # uid 65534's run: its own namespaces are read (sock_diag here, /proc/PID/net/unix of
             # its `unshare -rn` listener); root's other namespace it may not read.
             report = base / "logs" / "nobody-report.json"
-            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8",
-                   "PYTHONPATH": str(base / "pkg"), "NO_DOCKER_STATE_DIR": str(base / "state")}
-            done = guard.run(as_nobody("env", "-i", *(f"{k}={v}" for k, v in env.items()), SYSTEM_PYTHON,
-                                       "-m", "no_docker.supervisor.cli", "run", "--end-timeout", "1",
-                                       "--report", str(report), "--ro", str(shared), "--", *inside),
-                             cwd=work)
+            done = nobody_run(guard, base, report, "--ro", str(shared), "--", *inside)
             check_run(done, base, report, tries, every - {"t65-root-netns.sock"})
             stderr = done.stderr.decode(errors="replace")
             # Another slice of issue 24 settles processes of other pid namespaces: until then an
@@ -204,3 +212,36 @@ def test_relative_names_stop_no_run_and_are_reached_by_none(scene):
         finally:
             for proc in procs:
                 guard.stop(proc)
+
+
+def test_a_newline_name_in_a_namespace_the_user_cannot_enter_stops_no_run(scene):
+    base = scene
+    shared = base / "shared"
+    name = str(shared / "engine\nnewline.sock")
+    logs = base / "logs"
+    # Root's own network namespace, with a process of uid 65534 in it (as in a container whose
+    # process runs with the user's uid): the user's listing finds it and may only read /proc.
+    holder = ["unshare", "--net", "sh", "-c",
+              f'"$0" -I -c "$1" "$2" "$3" "$4" & exec {" ".join(as_nobody("sleep", "150"))}',
+              SYSTEM_PYTHON, LISTEN, str(logs / "nl.log"), str(logs / "nl.ready"), name]
+    with lifetime_guard(base) as guard:
+        proc = guard.spawn(holder, cwd=shared, output=logs / "nl.out")
+        try:
+            deadline = time.monotonic() + 30
+            while not (logs / "nl.ready").exists():
+                assert proc.poll() is None and time.monotonic() < deadline, (logs / "nl.out").read_text()
+                time.sleep(0.02)
+            report = logs / "nl-report.json"
+            done = nobody_run(guard, base, report, "--ro", str(shared), "--", "sh", "-c",
+                              'echo "CMD RAN"; exec "$0" "$@"', SYSTEM_PYTHON, "-I", "-c", TRY, name)
+            stderr = done.stderr.decode(errors="replace")
+            assert "isolation proven" in stderr and "P3" not in stderr, stderr
+            assert done.stdout.decode().splitlines() == ["CMD RAN", json.dumps([errno.ECONNREFUSED])], stderr
+            assert done.returncode == 0 or "ending not proven" in stderr, (done.returncode, stderr)
+            listing = json.loads(report.read_text())["listing"]
+            assert name in listing["unix_paths"], listing["unix_paths"]  # read, and glued back exactly
+            assert not (logs / "nl.log").exists(), "the run reached the listener"
+            control = guard.run([sys.executable, "-I", "-c", TRY, name], cwd=shared)
+            assert json.loads(control.stdout) == ["reached"], control.stdout
+        finally:
+            guard.stop(proc)
