@@ -22,6 +22,12 @@ The second case is the other name the listing of an ordinary user cannot locate:
 namespace it may not enter (root's, where a process of the user lives too), the only listing
 is ``/proc/PID/net/unix``, and a name holding a newline there once refused every run of that
 user (``cannot parse``). Now it is glued back, the run is proven, and the connect is refused.
+
+The third: a socket the listing names but no mask can pin down, in a directory another user
+controls (``/srv/t65-churn`` of uid 65534, which binds and unlinks sockets there in a loop):
+bwrap failed on a mask target gone, or the prover found a new socket unmasked (13 of 30 runs
+refused, measured). Such sockets are the mediation's alone: every run is proven, and the
+connect to a socket of that user's there is refused.
 """
 
 from __future__ import annotations
@@ -242,6 +248,74 @@ def test_a_newline_name_in_a_namespace_the_user_cannot_enter_stops_no_run(scene)
             assert name in listing["unix_paths"], listing["unix_paths"]  # read, and glued back exactly
             assert not (logs / "nl.log").exists(), "the run reached the listener"
             control = guard.run([sys.executable, "-I", "-c", TRY, name], cwd=shared)
+            assert json.loads(control.stdout) == ["reached"], control.stdout
+        finally:
+            guard.stop(proc)
+
+
+CHURN = r"""
+import os, socket, sys, time
+d, ready = sys.argv[1:3]
+stable = socket.socket(socket.AF_UNIX); stable.bind(f"{d}/stable.sock"); stable.listen(8)
+stable.setblocking(False)
+os.chmod(f"{d}/stable.sock", 0o777)
+open(ready, "w").close()
+deadline, i = time.monotonic() + 150, 0
+while time.monotonic() < deadline:
+    p = f"{d}/churn{i % 4}.sock"
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind(p); s.listen(1); time.sleep(0.002)
+    except OSError:
+        pass
+    s.close()
+    try:
+        os.unlink(p)
+    except OSError:
+        pass
+    try:
+        stable.accept()[0].close()
+        with open(ready + ".accepted", "a") as f:
+            f.write("accepted\n")
+    except BlockingIOError:
+        pass
+    i += 1
+"""
+
+RUNS = 12
+
+
+def test_sockets_another_user_churns_where_the_run_sees_them_stop_no_run(scene):
+    base = scene
+    logs = base / "logs"
+    with lifetime_guard(base) as guard:
+        guard.run(["sh", "-c", f"mkdir /srv/t65-churn && chown {NOBODY}:{NOBODY} /srv/t65-churn"], check=True)
+        churn = as_nobody(SYSTEM_PYTHON, "-I", "-c", CHURN, "/srv/t65-churn", str(logs / "churn.ready"))
+        proc = guard.spawn(churn, output=logs / "churn.out")
+        try:
+            deadline = time.monotonic() + 30
+            while not (logs / "churn.ready").exists():
+                assert proc.poll() is None and time.monotonic() < deadline, (logs / "churn.out").read_text()
+                time.sleep(0.02)
+            refused, documents = [], []
+            for i in range(RUNS):
+                report = logs / f"churn-{i}.json"
+                argv = no_docker_argv("run", "--report", str(report), "--", SYSTEM_PYTHON, "-I", "-c", TRY,
+                                      "/srv/t65-churn/stable.sock")
+                done = guard.run(argv, cwd=base / "work")
+                if done.returncode != 0:
+                    refused.append(done.stderr.decode(errors="replace").strip())
+                    continue
+                assert json.loads(done.stdout) == [errno.ECONNREFUSED], done.stdout
+                documents.append(json.loads(report.read_text()))
+            assert not refused, f"{len(refused)} of {RUNS} runs refused: {refused[:3]}"
+            for document in documents:
+                # Listed, and left to the mediation: no mask would hold in that user's directory.
+                stable = "/srv/t65-churn/stable.sock"
+                assert stable in document["listing"]["unix_paths"], document["listing"]
+                assert stable not in document["masked_sockets"], document["masked_sockets"]
+            assert not (logs / "churn.ready.accepted").exists(), "a run reached the socket"
+            control = guard.run([sys.executable, "-I", "-c", TRY, "/srv/t65-churn/stable.sock"])
             assert json.loads(control.stdout) == ["reached"], control.stdout
         finally:
             guard.stop(proc)
