@@ -444,7 +444,10 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     view = MountView(with_toolchain)
     for path in listing.unix_paths:
         real = realpath(path)
-        if view.visible(real) and controlled_by_others(real, me):
+        # The listed name too: the prover stats it as listed, and a link on its way in a
+        # directory of another user's can be pointed elsewhere after the plan.
+        if view.visible(real) and (controlled_by_others(real, me)
+                                   or (path != real and controlled_by_others(os.path.normpath(path), me))):
             unmasked.append(path)
             continue
         try:
