@@ -31,6 +31,7 @@ import sys
 import time
 
 from .ending import markers
+from .ending.cgroup import prefer_for_oom, protect_supervisor
 from .ending.lifecycle import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
 from .ending.lifecycle import RunLifecycle
 from .ending.procfs import ProcfsError
@@ -57,8 +58,11 @@ from .isolation.policy import (
     GATE_GO_FD,
     GATE_REACHED_FD,
     SENTINEL_PATH,
+    TMP_SIZE_MIN,
     Policy,
     bwrap_argv,
+    parse_size,
+    takes_size,
 )
 
 TYPE_CHECKING = False
@@ -73,15 +77,30 @@ if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
 
 USAGE = ("usage: no-docker run [--work DIR] [--ro PATH]... [--rw PATH]... [--keep-env NAME]... "
          "[--publish [127.0.0.1:]PORT]... [--report FILE] [--max-pids N] [--end-timeout SECONDS] "
-         "[--quiet] -- CMD [ARG...] (no-docker run --help explains each)")
+         "[--tmp-size SIZE] [--memory-max SIZE] [--quiet] -- CMD [ARG...] "
+         "(no-docker run --help explains each)")
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Where bwrap is looked for first: a directory on $PATH may be writable by an earlier run (a
 # venv's bin, ~/bin), and the bubblewrap of the next run must never come from there.
 BWRAP_FALLBACK_DIRS = ("/usr/bin", "/bin")
 _VALUE_OPTIONS = {"--work": "work", "--ro": "ro", "--rw": "rw", "--keep-env": "keep_env",
                   "--publish": "publish", "--report": "report", "--max-pids": "max_pids",
-                  "--end-timeout": "end_timeout"}
+                  "--end-timeout": "end_timeout", "--tmp-size": "tmp_size", "--memory-max": "memory_max"}
 MAX_PIDS_MIN = 8  # bwrap, its init, the gate and CMD need a few pids before CMD forks anything
+# bwrap, its init and the gate take a few MiB together (their page tables, the tmpfs inodes,
+# the run's share of the page cache it reads): below this not even `true` would start.
+MEMORY_MAX_MIN = 16 << 20
+
+
+def _size_option(name: str, value: str | None, least: int) -> int | None:
+    """--tmp-size / --memory-max: bytes, or a usage error naming the option."""
+    if value is None:
+        return None
+    size = parse_size(value)
+    if size is None or size < least:
+        raise UsageError(f"{name} {value!r}: a size such as 512M or 4G (K, M, G: powers of 1024), "
+                         f"at least {least >> 20}M")
+    return size
 
 
 def parse_args(argv: list[str]) -> Request:
@@ -138,7 +157,9 @@ def parse_args(argv: list[str]) -> Request:
         publish = tuple(dict.fromkeys(parse_publish(v) for v in values["publish"]))
     return Request(command=tuple(command), work=single.get("work"), ro=tuple(values["ro"]),
                    rw=tuple(values["rw"]), keep_env=tuple(values["keep_env"]),
-                   report=single.get("report"), quiet=quiet, publish=publish)
+                   report=single.get("report"), quiet=quiet, publish=publish,
+                   tmp_size=_size_option("--tmp-size", single.get("tmp_size"), TMP_SIZE_MIN),
+                   memory_max=_size_option("--memory-max", single.get("memory_max"), MEMORY_MAX_MIN))
 
 
 def config_table(work: str) -> object:
@@ -201,6 +222,26 @@ def ending_options(argv: list[str]) -> tuple[int | None, float]:
                 raise UsageError(f"--end-timeout {value!r}: seconds, more than 0 and at most 3600")
         i += 1 if eq or name not in _VALUE_OPTIONS else 2
     return max_pids, timeout
+
+
+def bwrap_takes_size(bwrap: str) -> bool:
+    """Whether BWRAP accepts ``--size`` (policy.takes_size): its file read once, 72 KB here,
+    15 us; not ``bwrap --version``, an exec of a few ms. Unreadable: taken as unable."""
+    import stat
+
+    try:
+        fd = os.open(bwrap, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 24:
+            return False
+        return takes_size(os.read(fd, st.st_size), bool(st.st_mode & stat.S_ISUID))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def find_bwrap(environ: dict[str, str]) -> str:
@@ -390,6 +431,9 @@ class Run:
             raise NotProven("P12", f"cannot set up the connect mediation: {err}",
                             "a Linux kernel with seccomp user notification (5.9+) is needed") from err
         self.life.launched(self.pid)  # first: whatever fails next, the ending knows bwrap
+        # The OOM killer takes the run first (bwrap now; its init before the release, _hold_init):
+        # tmpfs pages count in no process's RSS, so by size alone it took the supervisor.
+        prefer_for_oom(self.pid)
         self.stdio.spawned()
         self.mediator = mediation.Mediator(listener)
         self.mediator.start()
@@ -475,6 +519,9 @@ class Run:
             self._untaken(pid, self.life.init_untaken or "it could not be taken")
             return
         self.init_pid, self.init_pidfd = pid, self.life.init_pidfd
+        # bwrap may have forked it before its own oom_score_adj was raised (start): the gate and
+        # CMD are forked by it only after the release, and inherit this.
+        prefer_for_oom(pid)
         self.network = NetworkUse(pid)
         if self.mediator is not None:
             # The init was cloned into the run's namespaces: its network namespace is the run's.
@@ -564,6 +611,11 @@ class Run:
                 self.mediator.end_proof()  # refusals from here on are the command's
             if proven and self.terminal is not None:
                 self.terminal.take_input()  # the caller's keys are the command's from now on (raw mode)
+            # The sandbox was held for the verdict, so it is set up and its uid map written;
+            # read also for a refusal, whose ending must settle other users' processes too.
+            self.life.note_user_namespace()
+            if proven:
+                self.life.hold_launcher()  # before CMD can exist (RunLifecycle.hold_launcher)
             try:
                 if proven:
                     os.write(self.go_w, b"go\n")
@@ -614,6 +666,7 @@ class Run:
             poller.register(events_fd, select.POLLPRI)
         cmd_fd: int | None = None
         cmd_gone: float | None = None
+        init_watched = False
         while True:
             if pending or self.mediation_failure:
                 return None  # the ending releases bwrap first (RunLifecycle.end)
@@ -649,6 +702,11 @@ class Run:
                     poller.unregister(self.status_r)
             if self.report_r >= 0 and self.report_r in events:
                 self._on_report()
+                if self.life.launcher_held and self.init_pidfd is not None and not init_watched:
+                    # bwrap is held from the release on: if the init ends before the gate
+                    # says it runs (a refusal), bwrap must be let go to report it.
+                    init_watched = True
+                    poller.register(self.init_pidfd, select.POLLIN)
                 if events[self.report_r] & select.POLLHUP and not events[self.report_r] & select.POLLIN:
                     poller.unregister(self.report_r)
                     if self.report_line is None and self.init_pid is not None:
@@ -671,7 +729,8 @@ class Run:
                     if cmd_fd is not None:
                         self.fds.append(cmd_fd)
                         poller.register(cmd_fd, select.POLLIN)
-                        if self.init_pidfd is not None:
+                        if self.init_pidfd is not None and not init_watched:
+                            init_watched = True
                             poller.register(self.init_pidfd, select.POLLIN)
             if wakeup_r in events:
                 _drain(wakeup_r)
@@ -963,7 +1022,14 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
          origin: tuple[list[str], object] | None = None) -> int:
     pending = signals.pending
     environ = dict(os.environ)
+    protect_supervisor()  # as root; an ordinary user may only raise it (cgroup.protect_supervisor)
     bwrap = find_bwrap(environ)
+    # Each tmpfs of the run is sized where bwrap can do it; an older or setuid one mounts them at
+    # the kernel's default (half the RAM each) as before, unless a size was asked for: refused.
+    sized = bwrap_takes_size(bwrap)
+    if not sized and request.tmp_size is not None:
+        raise NotProven("--tmp-size", f"{bwrap} cannot size a tmpfs (--size needs bubblewrap 0.7 or "
+                        "later, not setuid)", "upgrade bubblewrap or run without --tmp-size")
     if os.geteuid() != 0:
         blocker = userns_blocker()
         if blocker:
@@ -979,7 +1045,8 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     markers.refuse_writable_state(state, roots)
     # The stale-run check, the run marker, the cgroup (+ --max-pids). Leaving the block by any
     # path ends the run; an ending that cannot be shown is reported below, never dropped.
-    with RunLifecycle(list(request.command), max_pids=max_pids, end_timeout=end_timeout,
+    with RunLifecycle(list(request.command), max_pids=max_pids, memory_max=request.memory_max,
+                      end_timeout=end_timeout,
                       subreaper=True, enter_cgroup_early=True, state=state, work=roots[0]) as life:
         try:
             listing = collect()
@@ -992,6 +1059,8 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         # fingerprints them (audit) and they are compared once every process of the run is gone.
         audit = LaterCodeAudit()
         policy = build_policy(request, listing, environ, probe_source=probe_source_path(), audit=audit)
+        if not sized:
+            policy = policy.replace(tmp_size=None)
         markers.refuse_writable_state(state, [policy.work, *policy.rw])
         # The next run's defaults live in the work dir too: a run that rewrote them could widen
         # the next run (another --rw, --keep-env) within what a command line may ask.

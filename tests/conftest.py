@@ -72,3 +72,71 @@ def spawn() -> Iterator:
                 pass
             proc.kill()
         proc.wait(timeout=10)
+
+
+# --- the machine state every run must cope with -------------------------------------------
+
+OTHER_UID = 65533  # "another user": no test runs as this uid, so its processes are nobody's here
+
+
+def _hold_namespaces() -> list[int]:
+    """Processes in pid namespaces of their own, as on every machine that runs containers:
+    root's (dockerd's containers) and another user's (a rootless engine, a browser's sandbox).
+    An ordinary user may not read their ns links; every test of the session runs beside them
+    (issue 24: five non-root tests failed on such a machine while they passed on a quiet one).
+    Returns pidfds. They are not children of the test process (a test may check that it has
+    none), and each dies with its unshare (``--kill-child``) when the session ends."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+
+    if not (shutil.which("unshare") and shutil.which("setpriv")):
+        return []
+    holds = [
+        ["unshare", "--pid", "--kill-child", "--mount-proc", "sleep", "3600"],
+        ["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups",
+         "unshare", "--user", "--map-root-user", "--pid", "--kill-child", "--mount-proc", "sleep", "3600"],
+    ]
+    return [fd for fd in (_start_detached(argv) for argv in holds) if fd is not None]
+
+
+def _start_detached(argv: list[str]) -> int | None:
+    """Start ARGV as a grandchild in a session of its own (its parent exits at once, so it is
+    nobody's child here); a pidfd on it, or None."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # only fork, exec and _exit here: the test process may have threads
+        try:
+            os.close(r)
+            grandchild = os.fork()
+            if grandchild == 0:
+                os.setsid()
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.execvp(argv[0], argv)
+            os.write(w, str(grandchild).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    data = os.read(r, 32)
+    os.close(r)
+    try:
+        return os.pidfd_open(int(data))
+    except (ValueError, OSError):
+        return None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _other_users_namespaces() -> Iterator[list[int]]:
+    held = _hold_namespaces()
+    try:
+        yield held
+    finally:
+        for fd in held:
+            try:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)  # unshare; --kill-child takes its child
+            except ProcessLookupError:
+                pass
+            os.close(fd)

@@ -37,8 +37,9 @@ READY = "echo ready >&$READY_FD"
 
 class Tree:
     def __init__(self, script: str, *, max_pids: int = 400, procfs: ProcFS | None = None,
-                 use_cgroup: bool = True, end_timeout: float = 10.0) -> None:
+                 use_cgroup: bool = True, end_timeout: float = 10.0, userns: bool = False) -> None:
         self.script = script
+        self.userns = userns  # a user namespace mapping one uid, as every `no-docker run` has
         self.life = RunLifecycle(["tree"], max_pids=max_pids, procfs=procfs, use_cgroup=use_cgroup,
                                  end_timeout=end_timeout, check_stale=False)
         self.proc: subprocess.Popen | None = None
@@ -52,6 +53,7 @@ class Tree:
                 life.spawning()
                 self.proc = subprocess.Popen(
                     [BWRAP, "--dev-bind", "/", "/", "--unshare-pid", "--die-with-parent",
+                     *(["--unshare-user"] if self.userns else []),
                      "--info-fd", str(info_w), "--", "bash", "-c", self.script],
                     preexec_fn=life.spawn_hook(), pass_fds=(info_w, ready_w),
                     stdin=subprocess.DEVNULL, start_new_session=True,
@@ -64,6 +66,7 @@ class Tree:
                 life.set_init(int(info["child-pid"]))
                 if _read_all(ready_r, 30.0, b"\n").strip() != b"ready":
                     raise RuntimeError("tree did not become ready")
+                life.note_user_namespace()  # as `run` does once the sandbox is set up
             finally:
                 for fd in (info_r, info_w, ready_r, ready_w):
                     if fd >= 0:

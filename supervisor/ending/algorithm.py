@@ -59,6 +59,9 @@ class EndReport:
     passes: int = 0
     left: tuple[Identity, ...] = ()
     unknown: tuple[Identity, ...] = ()
+    # processes whose pid namespace could not be read, shown not to be the run's by its
+    # empty cgroup (reported, so that a user sees what the /proc pass could not settle)
+    settled_by_cgroup: int = 0
     elapsed_ms: float = 0.0
     reason: str = ""
     timings: dict[str, float] = Factory(dict)  # type: ignore[assignment]
@@ -73,7 +76,7 @@ class EndReport:
         return {"run_id": self.run_id, "clean": self.clean, "killed": self.killed,
                 "passes": self.passes, "left": [str(i) for i in self.left],
                 "unknown": [str(i) for i in self.unknown], "elapsed_ms": round(self.elapsed_ms, 3),
-                "reason": self.reason}
+                "settled_by_cgroup": self.settled_by_cgroup, "reason": self.reason}
 
 
 def plural(n: int, one: str, many: str) -> str:
@@ -153,7 +156,8 @@ def close_all(fds: list[int]) -> None:
 
 
 def namespace_of(init_pid: int, procfs: ProcFS) -> RunNamespace:
-    """The run namespace, read from its init: identity + depth below our procfs namespace."""
+    """The run namespace, read from its init: identity + depth below our procfs namespace.
+    (Its uid is read once the sandbox is set up: ``RunLifecycle.note_user_namespace``.)"""
     ns = procfs.pidns_identity(init_pid)
     depth = len(procfs.nspid(init_pid)) - 1
     if depth < 1:
@@ -230,6 +234,64 @@ def _init_check(target: RunTarget, procfs: ProcFS) -> Callable[[int], bool]:
                 and run.is_run_ns(procfs.pidns_identity(pid)))
 
     return is_init
+
+
+def wait_for_dying_init(target: RunTarget, launcher: Identity | None, procfs: ProcFS,
+                        deadline: float) -> bool:
+    """Wait, signalling nothing, while the run's init is dying, until it has exited or the
+    deadline; True if it has (or was gone already). The init is only watched once shown to
+    be pid 1 of the run's namespace (``_init_check``): a run.json is data.
+
+    Dying: the init is exiting or has SIGKILL pending, or its bwrap (the launcher) is no longer
+    alive and well, so that ``--die-with-parent`` is about to kill it (PR_SET_PDEATHSIG: the
+    kernel signals a child when its parent exits). A leftover whose bwrap lives on and whose
+    init nobody kills (bwrap #633) is not waited for: refusing it at once is right."""
+    if target.init is None:
+        return False
+    try:
+        fd = open_checked_pidfd(target.init, procfs, _init_check(target, procfs))
+    except ProcfsError:
+        return False
+    if fd is None:
+        return True
+    try:
+        delay = 0.001
+        while True:
+            if select.select([fd], [], [], 0)[0]:
+                return True  # pidfd_open(2): readable once the process has exited
+            left = deadline - time.monotonic()
+            if left <= 0 or not (_dying(target.init, procfs) or not _alive_and_well(launcher, procfs)):
+                return False
+            # The init of a pid namespace exits only after every other member is gone
+            # (zap_pid_ns_processes), so its exit is the whole run's.
+            select.select([fd], [], [], min(delay, left))
+            delay = min(delay * 2, 0.05)
+    finally:
+        os.close(fd)
+
+
+def _dying(ident: Identity, procfs: ProcFS) -> bool:
+    from .procfs import SIGKILL_BIT, parse_pending, parse_stat
+
+    try:
+        data = procfs.read(ident.pid, b"stat", 1024)
+        st = parse_stat(data)
+        if st.start_time != ident.start_time or st.is_dead:
+            return True
+        flags = int(data[data.rfind(b")") + 2 :].split()[6])  # field 9; comm may hold ")"
+        return bool(flags & _PF_EXITING) or bool(parse_pending(procfs.status(ident.pid)) & SIGKILL_BIT)
+    except ProcessGone:
+        return True
+    except (ProcfsError, ValueError, IndexError):
+        return False  # cannot tell: not waited for (the refusal names `no-docker end`)
+
+
+_PF_EXITING = 0x00000004  # include/linux/sched.h
+
+
+def _alive_and_well(ident: Identity | None, procfs: ProcFS) -> bool:
+    """Is this process alive and not about to die (not exiting, no SIGKILL pending)?"""
+    return ident is not None and not _dying(ident, procfs)
 
 
 def _stop_init(target: RunTarget, procfs: ProcFS, init_pidfd: int | None, report: EndReport,
@@ -310,7 +372,7 @@ def members_before(target: RunTarget, procfs: ProcFS) -> set[int]:
     init = target.init.pid if target.init is not None else None
     run = target.ns
     try:
-        if target.cgroup is not None and (target.cgroup.path or target.cgroup.pids_v1):
+        if target.cgroup is not None and target.cgroup.dirs():
             pids = target.cgroup.tree_procs()
             if run is None:
                 return set(pids) - {init}
@@ -361,9 +423,18 @@ def _prove_by_passes(target: RunTarget, run: RunNamespace, procfs: ProcFS, deadl
             finally:
                 close_all(killed)
         elif result.verdict == Verdict.INCONCLUSIVE:
+            if cgroup_shows_empty(target):
+                # Every process of the run is in its v2 leaf, which no member can leave (the
+                # cgroup file system is not writable inside: P9), and the leaf is empty now
+                # that the run cannot fork: the processes the pass could not read are not
+                # the run's (docs/supervision.md, "When the cgroup is the proof").
+                report.clean = True
+                report.left = report.unknown = ()
+                report.reason = ""
+                report.settled_by_cgroup = len(result.unknown)
+                return
             report.unknown = result.unknown
-            report.reason = (f"{len(result.unknown)} processes whose pid namespace cannot be read: "
-                             + ", ".join(map(str, result.unknown[:5])))
+            report.reason = describe_unknown(result.unknown, procfs)
             if not kill:
                 return
         else:  # INADMISSIBLE: the init is alive (or could not be shown dead)
@@ -380,6 +451,71 @@ def _prove_by_passes(target: RunTarget, run: RunNamespace, procfs: ProcFS, deadl
         if result.verdict != Verdict.MEMBERS:
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
+
+
+def cgroup_shows_empty(target: RunTarget) -> bool:
+    """Does the run's v2 leaf show, by the kernel's own count, that no process of it is left?
+    Only meaningful once the run cannot fork (its init is dead): callers ask only then."""
+    cg = target.cgroup
+    if cg is None or cg.path is None:
+        return False
+    try:
+        return not cg.populated()
+    except CgroupError:
+        return False
+
+
+def describe_unknown(unknown: tuple[Identity, ...], procfs: ProcFS, limit: int = 3) -> str:
+    """Why the ending is not shown, in words a user can act on: which processes, whose, in
+    which pid namespace (as far as /proc/PID/status, readable by anyone, tells)."""
+    parts = []
+    for ident in unknown[:limit]:
+        parts.append(_describe_process(ident, procfs))
+    more = f" and {len(unknown) - limit} more" if len(unknown) > limit else ""
+    return (f"{plural(len(unknown), 'process', 'processes')} whose pid namespace cannot be read "
+            f"could be the run's: {'; '.join(parts)}{more}")
+
+
+def _describe_process(ident: Identity, procfs: ProcFS) -> str:
+    from .procfs import parse_nspid, parse_uids
+
+    try:
+        status = procfs.status(ident.pid)
+    except ProcfsError:
+        return f"pid {ident.pid} (gone or unreadable now)"
+    name = b""
+    for line in status.splitlines():
+        if line.startswith(b"Name:"):
+            name = line[5:].strip()
+            break
+    text = f"pid {ident.pid} {escape_name(name)}"
+    try:
+        uid = parse_uids(status)[0]
+        text += f" of uid {uid}{_user_name(uid)}"
+    except ValueError:
+        pass
+    try:
+        below = len(parse_nspid(status)) - 1
+        text += (f", in a pid namespace {below} {'level' if below == 1 else 'levels'} below yours "
+                 f"(its /proc/{ident.pid}/ns/pid is not readable to you)")
+    except ValueError:
+        pass
+    return text
+
+
+def escape_name(name: bytes) -> str:
+    """A comm as printable text (any process chooses its own)."""
+    text = name.decode("utf-8", "backslashreplace")
+    return "'" + "".join(c if c.isprintable() and c != "'" else f"\\x{ord(c):02x}" for c in text) + "'"
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd  # only on this failure path
+
+        return f" ({pwd.getpwuid(uid).pw_name})"
+    except (KeyError, ImportError):
+        return ""
 
 
 def _recheck_init(target: RunTarget, procfs: ProcFS) -> bool:

@@ -14,6 +14,20 @@ Where the leaf lives:
 ``--max-pids N`` writes v2 ``pids.max`` when the v2 hierarchy has the pids controller, else the
 v1 pids controller (``/sys/fs/cgroup/pids``, as here, where v2 has only hugetlb). A limit that
 was asked for and cannot be set is an error (fail closed), never silently dropped.
+
+``--memory-max BYTES`` likewise: v2 ``memory.max`` when the leaf's parent has the memory
+controller, else a v1 memory cgroup ``no-docker/<run id>`` *below our own* v1 memory cgroup (so
+a limit that encloses the supervisor, a CI job's, still encloses the run: v1 charges are
+hierarchical, ``memory.use_hierarchy``) with ``memory.limit_in_bytes`` (and
+``memory.memsw.limit_in_bytes``, RAM + swap, where swap is accounted). tmpfs pages are charged
+to the memory cgroup of the task that first writes them (mm/shmem.c charges through
+``mem_cgroup_charge`` with the writer's mm): a run filling its /tmp fills its own cgroup, and
+an OOM there picks among the run's tasks only (mm/memcontrol.c ``mem_cgroup_out_of_memory``),
+never the supervisor, which is not in it (it moves in only to spawn bwrap, and back).
+
+The OOM killer outside any limit of ours (the machine's, or an enclosing cgroup's) ranks by
+``oom_score_adj`` (Documentation/filesystems/proc.rst): ``prefer_for_oom`` raises the run's
+(anyone may raise a value), ``protect_supervisor`` lowers ours where allowed (CAP_SYS_RESOURCE).
 """
 
 from __future__ import annotations
@@ -31,11 +45,21 @@ if TYPE_CHECKING:
 # Paths are plain str, not pathlib.Path: importing pathlib (re, fnmatch, urllib.parse, enum)
 # costs 10-14 ms of every `no-docker run -- true` (DESIGN §10 budget: 30 ms).
 V1_PIDS_ROOT = "/sys/fs/cgroup/pids"
+V1_MEMORY_ROOT = "/sys/fs/cgroup/memory"
 GROUP_DIR = "no-docker"
+# The run's processes, bwrap first: what the OOM killer takes before anything else. 1000 makes
+# a task's badness at least the whole of memory (mm/oom_kill.c oom_badness: adj * totalpages /
+# 1000 added to its pages), so any of the run's tasks outranks any task at 0 or below.
+RUN_OOM_SCORE_ADJ = 1000
+# The supervisor as root: far below every ordinary task, so it is the last taken, yet not
+# -1000 (OOM_SCORE_ADJ_MIN, never taken): a supervisor that leaks itself must stay killable.
+SUPERVISOR_OOM_SCORE_ADJ = -900
 
 
 class CgroupError(Exception):
     """The run's cgroup could not be made, limited, killed or removed."""
+
+    option = "--max-pids"  # the option whose limit could not be enforced (create)
 
 
 def _write(path: str, text: str) -> None:
@@ -85,10 +109,12 @@ def own_v2_path(proc_cgroup: str) -> str | None:
 
 @record(mutable=True)
 class RunCgroup:
-    """The cgroups of one run: a v2 leaf (may be None) and a v1 pids cgroup (may be None)."""
+    """The cgroups of one run: a v2 leaf (may be None), a v1 pids cgroup and a v1 memory cgroup
+    (each may be None)."""
 
     path: str | None
     pids_v1: str | None = None
+    memory_v1: str | None = None
     _fds: list[int] = Factory(list, repr=False)  # type: ignore[assignment]
     _home: list[tuple[str, str]] = Factory(list, repr=False)  # type: ignore[assignment]
 
@@ -103,9 +129,8 @@ class RunCgroup:
         everything it forks are born inside: nothing of the run is ever outside the cgroup.
         """
         self.close_hook()
-        for directory in (self.path, self.pids_v1):
-            if directory is not None:
-                self._fds.append(os.open(f"{directory}/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC))
+        for directory in self.dirs():
+            self._fds.append(os.open(f"{directory}/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC))
         fds = tuple(self._fds)
 
         def enter() -> None:
@@ -114,14 +139,21 @@ class RunCgroup:
 
         return enter
 
+    def dirs(self) -> list[str]:
+        """The run's cgroup directories that exist for it: v2 leaf, v1 pids, v1 memory."""
+        return [d for d in (self.path, self.pids_v1, self.memory_v1) if d is not None]
+
+    def v1(self) -> bool:
+        """Whether a v1 cgroup is among them (no clone flag reaches v1: spawning means moving)."""
+        return self.pids_v1 is not None or self.memory_v1 is not None
+
     def close_hook(self) -> None:
         while self._fds:
             os.close(self._fds.pop())
 
     def enter_self(self) -> None:
         """Move the calling process into the run's cgroups (see ``RunLifecycle.cgroup_entered``)."""
-        self._home = [(directory, own_cgroup_dir(directory)) for directory in (self.path, self.pids_v1)
-                      if directory is not None]
+        self._home = [(directory, own_cgroup_dir(directory)) for directory in self.dirs()]
         self.add(os.getpid())
 
     def leave_self(self) -> None:
@@ -130,9 +162,8 @@ class RunCgroup:
         self._home = []
 
     def add(self, pid: int) -> None:
-        for directory in (self.path, self.pids_v1):
-            if directory is not None:
-                _write(f"{directory}/cgroup.procs", str(pid))
+        for directory in self.dirs():
+            _write(f"{directory}/cgroup.procs", str(pid))
 
     # -- state
 
@@ -158,11 +189,9 @@ class RunCgroup:
             return []
 
     def tree_procs(self) -> list[int]:
-        """Every process in the run's cgroups and in any cgroup below them (v2 and v1 pids)."""
+        """Every process in the run's cgroups and in any cgroup below them (v2 and v1)."""
         pids: list[int] = []
-        for leaf in (self.path, self.pids_v1):
-            if leaf is None:
-                continue
+        for leaf in self.dirs():
             for directory in subtree(leaf):
                 try:
                     pids += [int(x) for x in _read(f"{directory}/cgroup.procs").split()]
@@ -172,7 +201,7 @@ class RunCgroup:
 
     def left(self) -> list[str]:
         """The run's cgroups that still exist, each with every cgroup below it (deepest first)."""
-        return [d for leaf in (self.path, self.pids_v1) if leaf is not None for d in subtree(leaf)]
+        return [d for leaf in self.dirs() for d in subtree(leaf)]
 
     def wait_empty(self, deadline: float) -> bool:
         """Wait until ``populated 0`` (the kernel's own count) or the deadline."""
@@ -236,20 +265,23 @@ class RunCgroup:
                         break
                     time.sleep(delay)
                     delay = min(delay * 2, 0.05)
-        return not any(os.path.lexists(leaf) for leaf in (self.path, self.pids_v1) if leaf is not None)
+        return not any(os.path.lexists(leaf) for leaf in self.dirs())
 
     def as_record(self) -> dict[str, str | None]:
-        return {"v2": None if self.path is None else str(self.path),
-                "pids_v1": None if self.pids_v1 is None else str(self.pids_v1)}
+        record = {"v2": None if self.path is None else str(self.path),
+                  "pids_v1": None if self.pids_v1 is None else str(self.pids_v1)}
+        if self.memory_v1 is not None:  # only when made: the records of earlier runs stay the same
+            record["memory_v1"] = str(self.memory_v1)
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, str | None] | None) -> RunCgroup | None:
         if not record:
             return None
-        v2, v1 = record.get("v2"), record.get("pids_v1")
-        if v2 is None and v1 is None:
+        v2, v1, memory = record.get("v2"), record.get("pids_v1"), record.get("memory_v1")
+        if v2 is None and v1 is None and memory is None:
             return None
-        return cls(v2 or None, v1 or None)
+        return cls(v2 or None, v1 or None, memory or None)
 
 
 def subtree(root: str) -> list[str]:
@@ -270,21 +302,31 @@ def subtree(root: str) -> list[str]:
 
 
 def own_cgroup_dir(leaf: str, proc_cgroup: str | None = None) -> str:
-    """Our current cgroup in the hierarchy that ``leaf`` belongs to (v2 or v1 pids)."""
+    """Our current cgroup in the hierarchy that ``leaf`` belongs to (v2, v1 pids or memory)."""
     text = _read("/proc/self/cgroup") if proc_cgroup is None else proc_cgroup
     leaf = os.path.normpath(leaf)
-    for mount in (V1_PIDS_ROOT,):
+    for mount, controller in ((V1_PIDS_ROOT, "pids"), (V1_MEMORY_ROOT, "memory")):
         if leaf == mount or leaf.startswith(mount + "/"):
-            for line in text.splitlines():
-                _, controllers, path = line.split(":", 2)
-                if "pids" in controllers.split(","):
-                    return _join(mount, path)
+            path = own_v1_path(text, controller)
+            if path is not None:
+                return _join(mount, path)
     own = own_v2_path(text) or "/"
     # the v2 mount is the part of ``leaf`` above "<own>/no-docker/<id>"
     mount = os.path.dirname(os.path.dirname(leaf))
     for _ in own.strip("/").split("/") if own.strip("/") else []:
         mount = os.path.dirname(mount)
     return _join(mount, own)
+
+
+def own_v1_path(proc_cgroup: str, controller: str) -> str | None:
+    """Our cgroup in the v1 hierarchy of CONTROLLER, from /proc/self/cgroup text
+    ("4:memory:/a/b" -> "/a/b"; man 7 cgroups), or None without that hierarchy."""
+    for line in proc_cgroup.splitlines():
+        _, _, rest = line.partition(":")
+        controllers, sep, path = rest.partition(":")
+        if sep and controller in controllers.split(","):
+            return path
+    return None
 
 
 def _join(base: str, cgroup_path: str) -> str:
@@ -334,6 +376,13 @@ def v2_parent(
     return None
 
 
+def _v2_offers(group: str, controller: str) -> bool:
+    try:
+        return controller in _read(f"{group}/cgroup.controllers").split()
+    except OSError:
+        return False
+
+
 def _v2_has_pids(parent: str) -> bool:
     try:
         return "pids" in _read(f"{parent}/cgroup.controllers").split()
@@ -341,11 +390,39 @@ def _v2_has_pids(parent: str) -> bool:
         return False
 
 
-def create(run_id: str, *, max_pids: int | None = None, parent: str | os.PathLike[str] | None = None,
-           v1_pids_root: str | os.PathLike[str] | None = V1_PIDS_ROOT) -> RunCgroup | None:
+def v1_memory_parent(proc_cgroup: str | None = None, root: str = V1_MEMORY_ROOT) -> str | None:
+    """Where the run's v1 memory cgroup ``no-docker/<id>`` goes: below our own (pure but for the
+    read of /proc/self/cgroup when PROC_CGROUP is None), or None without a v1 memory hierarchy."""
+    text = _read("/proc/self/cgroup") if proc_cgroup is None else proc_cgroup
+    own = own_v1_path(text, "memory")
+    if own is None:
+        return None
+    base = _join(root, own)
+    # Already in a run's memory cgroup (no-docker inside a run cannot see it; a test harness
+    # can): nest beside it, never below the run's own leaf, which the ending removes.
+    parts = own.strip("/").split("/")
+    if GROUP_DIR in parts:
+        base = _join(root, "/".join(parts[:parts.index(GROUP_DIR)]))
+    return base
+
+
+def _set_memory_v1(directory: str, limit: int) -> None:
+    _write(f"{directory}/memory.limit_in_bytes", str(limit))
+    # RAM + swap, where the kernel accounts swap (swapaccount): without it the run could push
+    # its pages to swap past the limit. Written after limit_in_bytes: memsw may not be below it.
+    if os.path.exists(f"{directory}/memory.memsw.limit_in_bytes"):
+        _write(f"{directory}/memory.memsw.limit_in_bytes", str(limit))
+
+
+def create(run_id: str, *, max_pids: int | None = None, memory_max: int | None = None,
+           parent: str | os.PathLike[str] | None = None,
+           v1_pids_root: str | os.PathLike[str] | None = V1_PIDS_ROOT,
+           v1_memory_parent_dir: str | os.PathLike[str] | None = None) -> RunCgroup | None:
     """Make the run's cgroups. None when no v2 leaf can be made and no limit was asked for.
 
-    Raises ``CgroupError`` when ``max_pids`` was asked for and cannot be enforced.
+    Raises ``CgroupError`` when ``max_pids`` or ``memory_max`` (bytes) was asked for and cannot
+    be enforced; its ``option`` names which. V1_MEMORY_PARENT_DIR: where the v1 memory cgroup
+    goes (default: ``v1_memory_parent()``).
     """
     if parent is None:
         try:
@@ -356,6 +433,8 @@ def create(run_id: str, *, max_pids: int | None = None, parent: str | os.PathLik
     v1_pids_root = None if v1_pids_root is None else os.fspath(v1_pids_root)
     leaf: str | None = None
     pids_v1: str | None = None
+    memory_v1: str | None = None
+    option = "--max-pids"
     made: list[str] = []
     try:
         if parent is not None:
@@ -379,23 +458,52 @@ def create(run_id: str, *, max_pids: int | None = None, parent: str | os.PathLik
                 _write(f"{pids_v1}/pids.max", str(max_pids))
             else:
                 raise CgroupError("no pids controller (v2 or v1) is usable here")
+        if memory_max is not None:
+            option = "--memory-max"
+            # The leaf has memory.max exactly when its parent enables the controller for it
+            # (cgroup-v2.rst, "Enabling and Disabling"); our no-docker/ group may, when it has
+            # the controller itself (a delegated cgroup) and holds no process (it never does).
+            # Here v2 has no controller at all: v1 is used.
+            if leaf is not None and not os.path.exists(f"{leaf}/memory.max") and _v2_offers(group, "memory"):
+                try:
+                    _write(f"{group}/cgroup.subtree_control", "+memory")
+                except OSError:
+                    pass  # not allowed here: v1, or refused below
+            if leaf is not None and os.path.exists(f"{leaf}/memory.max"):
+                _write(f"{leaf}/memory.max", str(memory_max))
+                if os.path.exists(f"{leaf}/memory.swap.max"):
+                    _write(f"{leaf}/memory.swap.max", "0")  # as v1 memsw: swap is not a way past it
+            else:
+                mem_parent = (v1_memory_parent() if v1_memory_parent_dir is None
+                              else os.fspath(v1_memory_parent_dir))
+                if mem_parent is None or not os.path.exists(f"{mem_parent}/cgroup.procs"):
+                    raise CgroupError("no memory controller (v2 or v1) is usable here")
+                mem_group = os.path.join(mem_parent, GROUP_DIR)
+                _mkdir(mem_group, exist_ok=True)
+                memory_v1 = os.path.join(mem_group, run_id)
+                _mkdir(memory_v1)
+                made.append(memory_v1)
+                _set_memory_v1(memory_v1, memory_max)
     except OSError as err:
         for path in reversed(made):
             try:
                 os.rmdir(path)
             except OSError:
                 pass
-        raise CgroupError(f"cannot set up the run's cgroup: {err}") from err
-    except CgroupError:
+        error = CgroupError(f"cannot set up the run's cgroup: {err}")
+        error.option = option
+        raise error from err
+    except CgroupError as err:
         for path in reversed(made):
             try:
                 os.rmdir(path)
             except OSError:
                 pass
+        err.option = option
         raise
-    if leaf is None and pids_v1 is None:
+    if leaf is None and pids_v1 is None and memory_v1 is None:
         return None
-    return RunCgroup(leaf, pids_v1)
+    return RunCgroup(leaf, pids_v1, memory_v1)
 
 
 def _mkdir(path: str, exist_ok: bool = False) -> None:
@@ -404,3 +512,36 @@ def _mkdir(path: str, exist_ok: bool = False) -> None:
     except FileExistsError:
         if not exist_ok:
             raise
+
+
+# --- the OOM killer's choice ---------------------------------------------------------------
+
+
+def _set_oom_score_adj(pid: int | str, value: int) -> None:
+    _write(f"/proc/{pid}/oom_score_adj", str(value))
+
+
+def protect_supervisor() -> bool:
+    """Lower our own ``oom_score_adj`` to SUPERVISOR_OOM_SCORE_ADJ where allowed: below the last
+    value a CAP_SYS_RESOURCE process set (0) only with that capability (proc.rst; fs/proc/base.c
+    ``__set_oom_adj``), i.e. as root. False where refused (an ordinary user): then only the
+    run's raised value (``prefer_for_oom``) puts the run first. What we fork before
+    ``prefer_for_oom`` inherits it, bwrap included, until raised."""
+    try:
+        _set_oom_score_adj("self", SUPERVISOR_OOM_SCORE_ADJ)
+    except OSError:
+        return False
+    return True
+
+
+def prefer_for_oom(pid: int) -> bool:
+    """Raise PID's ``oom_score_adj`` to RUN_OOM_SCORE_ADJ (raising needs no privilege; the file
+    belongs to the process's owner). Children inherit it at fork (copied with the signal
+    struct, kernel/fork.c): written for bwrap right after its spawn and for the sandbox's init
+    before the sandbox is released, so the gate, CMD and all they fork carry it. False when it
+    cannot be written (the process is gone, or not ours)."""
+    try:
+        _set_oom_score_adj(pid, RUN_OOM_SCORE_ADJ)
+    except OSError:
+        return False
+    return True

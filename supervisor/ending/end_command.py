@@ -159,6 +159,11 @@ def _end_locked(directory: str, run_id: str, procfs: ProcFS, *, force: bool, tim
         markers.remove_marker(directory)
         print(f"no-docker: run {run_id} ended with the reboot; marker removed", file=sys.stderr)
         return 0
+    if markers.owner_elsewhere(record):
+        # Its pids are another pid namespace's: nothing here may be signalled, --force or not.
+        print(f"no-docker: run {run_id} was started in another pid namespace (a state dir shared "
+              f"with a container or its host); not ended: end it from there", file=sys.stderr)
+        return 0 if skip_live else EXIT_REFUSED
     if markers.owner_alive(record, procfs, boot) and not force:
         print(f"no-docker: run {run_id} is still supervised by pid {record.owner.pid}; not ended "
               f"(no-docker end --force {run_id} to end it anyway)", file=sys.stderr)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import _signal as signal  # not signal: its enum import costs milliseconds on every run
 import _thread
 import os
+import select
 import time
 
 from ..errors import NotProven
@@ -50,13 +51,15 @@ DEFAULT_TIMEOUT = 10.0
 
 class RunLifecycle:
     def __init__(self, command: list[str], *, max_pids: int | None = None,
-                 end_timeout: float = DEFAULT_TIMEOUT, procfs: ProcFS | None = None,
+                 memory_max: int | None = None, end_timeout: float = DEFAULT_TIMEOUT,
+                 procfs: ProcFS | None = None,
                  state: str | os.PathLike[str] | None = None, use_cgroup: bool = True,
                  check_stale: bool = True, subreaper: bool = False,
                  enter_cgroup_early: bool = False, work: str = "") -> None:
         self.command = list(command)
         self.work = work
         self.max_pids = max_pids
+        self.memory_max = memory_max  # bytes: the run's cgroup memory limit (--memory-max)
         self.end_timeout = end_timeout
         self.procfs = procfs or ProcFS()
         self.state = None if state is None else os.fspath(state)
@@ -88,20 +91,22 @@ class RunLifecycle:
         self.state = markers.ensure_state_dir(self.state or markers.state_dir())
         if self.check_stale:
             refuse_if_stale(self.state, self.procfs)
+        owner_ns_id, owner_ns_inode = markers.own_pid_namespace()
         self.record = markers.RunRecord(
             run_id=self.run_id, owner=markers.own_identity(self.procfs),
-            boot_id=self.procfs.boot_id(), command=self.command, work=self.work)
+            boot_id=self.procfs.boot_id(), command=self.command, work=self.work,
+            owner_ns_id=owner_ns_id, owner_ns_inode=owner_ns_inode)
         try:
             # The cgroups before the marker, so that run.json is written once, naming them (each
             # write is a measurable part of `run -- true`). A supervisor SIGKILLed between the
             # mkdir and the marker leaves an empty cgroup that no marker names; the same window
             # was there before, between the mkdir and a second write of run.json.
-            if self.use_cgroup or self.max_pids is not None:
+            if self.use_cgroup or self.max_pids is not None or self.memory_max is not None:
                 try:
-                    self.cgroup = create_cgroup(self.run_id, max_pids=self.max_pids)
+                    self.cgroup = create_cgroup(self.run_id, max_pids=self.max_pids,
+                                                memory_max=self.memory_max)
                 except CgroupError as err:
-                    raise NotProven("--max-pids", str(err),
-                                    "run as root or without --max-pids") from err
+                    raise NotProven(err.option, str(err), f"run as root or without {err.option}") from err
                 if self.cgroup is not None and not self.use_cgroup and self.cgroup.path is not None:
                     os.rmdir(self.cgroup.path)
                     self.cgroup.path = None
@@ -143,7 +148,7 @@ class RunLifecycle:
 
     def _must_move(self) -> bool:
         """Whether a child can be born in the run's cgroups only if we move into them first."""
-        return self.cgroup is not None and (self.cgroup.path is None or self.cgroup.pids_v1 is not None)
+        return self.cgroup is not None and (self.cgroup.path is None or self.cgroup.v1())
 
     def _start_entering(self) -> None:
         """Move ourselves into the run's cgroup on a thread while the caller goes on (lists the
@@ -262,6 +267,27 @@ class RunLifecycle:
             checked()
         self._save()
 
+    def note_user_namespace(self) -> None:
+        """Read the one uid the run's user namespace maps, from its init's ``uid_map``, once the
+        sandbox is set up (bwrap reports its init before the map is written: read then, it is
+        empty). Every member holds that uid, so the ending settles processes of other uids as
+        outsiders without reading their ns links (membership.marker_from_status). Not written
+        to run.json now (a rewrite costs 0.3-0.8 ms): a marker without it means our own uid."""
+        from .membership import RunNamespace
+
+        ns, rec = self.namespace, self.record
+        if ns is None or rec is None or rec.init is None or self.init_pidfd is None:
+            return
+        try:
+            uid = self.procfs.single_mapped_uid(rec.init.pid)
+        except ProcfsError:
+            return
+        # Read through the pid: it was the init's only if the init is still alive after it.
+        if uid is None or select.select([self.init_pidfd], [], [], 0)[0]:
+            return
+        self.namespace = RunNamespace(ns.ns, ns.depth, uid)
+        rec.member_uid = uid
+
     def command_pidfd(self) -> int | None:
         """A pidfd on the sandbox's command: the init's only child, the gate that becomes CMD
         (call it once the gate said it runs, after the release). None when it cannot be told
@@ -306,13 +332,32 @@ class RunLifecycle:
         process). ``release_launcher`` lets it go; the ending always does that first.
         """
         fd = self.command_pidfd()
-        if fd is not None and self.launcher_pid is not None and self.launcher_status is None:
-            try:
-                os.kill(self.launcher_pid, signal.SIGSTOP)
-                self._launcher_held = True
-            except ProcessLookupError:
-                pass
+        if fd is None:
+            # CMD cannot be told (it has exited already, its children now the init's; or the
+            # init shows several children): bwrap alone tells the run's end, as before. What
+            # is alive is noted first: once bwrap goes, the kernel may kill it uncounted.
+            self.command_exited()
+            return None
+        self.hold_launcher()
         return fd
+
+    def hold_launcher(self) -> None:
+        """Stop bwrap (see ``watch_command``) from before the sandbox is released, not from when
+        the gate says it runs: by then CMD may have run and exited, and bwrap with it, under
+        load (32 runs on 2 cores said "0 processes killed" for runs that left 300). bwrap's
+        monitor has nothing to do between the release and CMD's exit: the sandbox's init forks
+        CMD and waits for it on its own."""
+        if self._launcher_held or self.launcher_pid is None or self.launcher_status is not None:
+            return
+        try:
+            os.kill(self.launcher_pid, signal.SIGSTOP)  # our unreaped child: the pid is ours
+            self._launcher_held = True
+        except ProcessLookupError:
+            pass
+
+    @property
+    def launcher_held(self) -> bool:
+        return self._launcher_held
 
     def command_exited(self) -> None:
         """CMD has exited: note the run's processes still alive (the ending counts them: the
@@ -388,6 +433,8 @@ class RunLifecycle:
         from .algorithm import EndReport, RunTarget
 
         self.release_launcher()
+        if self.namespace is not None and self.namespace.uid is None:
+            self.note_user_namespace()  # ended before the verdict (a signal): read it if set up
         try:
             self._leave_cgroup()  # never kill the cgroup we are in
             cgroup = self.cgroup
@@ -566,24 +613,44 @@ def target_of(record: markers.RunRecord) -> RunTarget:
     ns = None
     if record.ns_inode is not None and record.ns_depth is not None:
         from .procfs import NsIdentity
-        ns = RunNamespace(NsIdentity(record.ns_id, record.ns_inode), record.ns_depth)
+        # A marker written before no-docker recorded the uid: every marker in our state dir
+        # (verified ours, 0700: markers.ensure_state_dir) was made by a supervisor of our uid,
+        # and bwrap maps the real uid of whoever runs it (bwrap(1): --uid defaults to it).
+        uid = record.member_uid if record.member_uid is not None else os.getuid()
+        ns = RunNamespace(NsIdentity(record.ns_id, record.ns_inode), record.ns_depth, uid)
     return RunTarget(record.run_id, ns, record.init, RunCgroup.from_record(record.cgroup))
 
 
-def stale_is_empty(record: markers.RunRecord, procfs: ProcFS) -> EndReport:
-    """Look (without killing) whether anything of a run whose owner is gone is left."""
+# How long a new run waits for the run of a supervisor that has just died to finish dying:
+# cosmic-ray's timeout SIGKILLs the test command's process group, and the next run starts at
+# once, while the kernel still delivers the parent-death signals (supervisor -> bwrap -> its
+# init, --die-with-parent) and tears the namespace down (zap_pid_ns_processes waits for every
+# member). Measured: refused in 1 and 4 of 12 tries without the wait. A run that does not end
+# within it (bwrap #633: an init left alive) is what `no-docker end` is for.
+DYING_RUN_WAIT = 5.0
+
+
+def stale_is_empty(record: markers.RunRecord, procfs: ProcFS, wait: float = 0.0) -> EndReport:
+    """Look (without killing) whether anything of a run whose owner is gone is left; with
+    ``wait``, give its init up to that long to finish dying (``DYING_RUN_WAIT``)."""
     from . import algorithm
     from .algorithm import EndReport
 
     if record.state == markers.CREATED:
         return EndReport(record.run_id, clean=True, reason="nothing was started")
-    return algorithm.end_run(target_of(record), procfs=procfs, timeout=0.5, kill=False)
+    target = target_of(record)
+    if wait > 0:
+        algorithm.wait_for_dying_init(target, record.launcher, procfs, time.monotonic() + wait)
+    return algorithm.end_run(target, procfs=procfs, timeout=0.5, kill=False)
 
 
 def refuse_if_stale(state: str | os.PathLike[str], procfs: ProcFS) -> None:
     """Before every run: stale markers are removed if shown empty, else the run refuses."""
     boot = procfs.boot_id()
+    ours: tuple[int | None, int | None] | None = None
     for directory in markers.list_markers(state):
+        if ours is None:
+            ours = markers.own_pid_namespace()  # only when there are markers at all
         try:
             record = markers.read_record(directory)
         except markers.CorruptMarker as err:
@@ -595,10 +662,12 @@ def refuse_if_stale(state: str | os.PathLike[str], procfs: ProcFS) -> None:
                             f"inspect it, then remove {directory}") from err
         if markers.owner_alive(record, procfs, boot):
             continue  # a concurrent run: never touched
+        if markers.owner_elsewhere(record, ours):
+            continue  # another pid namespace's run (a shared state dir): not ours to judge
         if record.boot_id != boot:
             markers.remove_marker(directory)  # a reboot ended every process of it
             continue
-        report = stale_is_empty(record, procfs)
+        report = stale_is_empty(record, procfs, wait=DYING_RUN_WAIT)
         cg = RunCgroup.from_record(record.cgroup)
         if report.clean and cg is not None:
             cgroups_removed(cg, report)

@@ -212,6 +212,12 @@ class RunRecord:
     cgroup: dict[str, str | None] | None = None
     detail: str = ""
     work: str = ""  # the work dir (for `runs`; only ever shown)
+    member_uid: int | None = None  # the one outside uid the run's user namespace maps
+    # The owner's pid namespace (NS_GET_ID, else None; and its inode): a state dir may be
+    # shared with another pid namespace (a CI container sharing /tmp or /run with the host),
+    # where the owner's pid means nothing (owner_alive).
+    owner_ns_id: int | None = None
+    owner_ns_inode: int | None = None
 
     def to_json(self) -> dict[str, object]:
         """The run.json object: every field in declaration order, then ``version``."""
@@ -230,6 +236,9 @@ class RunRecord:
             "cgroup": None if self.cgroup is None else dict(self.cgroup),
             "detail": self.detail,
             "work": self.work,
+            "member_uid": self.member_uid,
+            "owner_ns_id": self.owner_ns_id,
+            "owner_ns_inode": self.owner_ns_inode,
             "version": VERSION,
         }
 
@@ -250,7 +259,18 @@ class RunRecord:
             ns_inode=data.get("ns_inode"), ns_depth=data.get("ns_depth"), init=ident(data.get("init")),
             launcher=ident(data.get("launcher")), cgroup=data.get("cgroup"),
             detail=str(data.get("detail", "")), work=str(data.get("work", "")),
+            member_uid=_optional_int(data.get("member_uid")),
+            owner_ns_id=_optional_int(data.get("owner_ns_id")),
+            owner_ns_inode=_optional_int(data.get("owner_ns_inode")),
         )
+
+
+def _optional_int(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"not an integer: {value!r}")
+    return value
 
 
 def _identity_json(identity: Identity | None) -> dict[str, int] | None:
@@ -393,12 +413,14 @@ def check_record(record: RunRecord, dir_name: str, cgroup2_mounts: list[str] | N
       another run's cgroup: ``cgroup.kill`` and ``rmdir`` go nowhere else;
     - ``ns_depth`` at least 1: the namespace whose members are killed lies below ours, never
       ours (depth 0 would make every process a member); ``ns_inode`` given with it;
-    - ``owner``/``init``/``launcher`` pids above 1; ``end`` SIGKILLs the init only once it is
+    - ``init``/``launcher`` pids above 1, ``owner`` above 0 (nothing ever signals the owner,
+      and a supervisor may be pid 1 of its pid namespace: a container's command, a CI job
+      under ``unshare --pid``); ``end`` SIGKILLs the init only once it is
       shown to be pid 1 of the recorded namespace (``algorithm._init_check``);
     - ``state`` one we write, ``owner``/``boot_id``/``command``/``detail`` only decide "stale"
       or are shown (``runs`` shows them escaped).
     """
-    from .cgroup import GROUP_DIR, V1_PIDS_ROOT
+    from .cgroup import GROUP_DIR, V1_MEMORY_ROOT, V1_PIDS_ROOT
 
     if record.run_id != dir_name or not valid_run_id(record.run_id):
         return f"run_id {record.run_id!r} does not name its directory {dir_name!r}"
@@ -414,17 +436,25 @@ def check_record(record: RunRecord, dir_name: str, cgroup2_mounts: list[str] | N
         return f"ns_depth {record.ns_depth} is not a namespace below ours"
     for name in ("owner", "init", "launcher"):
         ident = getattr(record, name)
-        if ident is not None and ident.pid < 2:
+        if ident is not None and ident.pid < (1 if name == "owner" else 2):
             return f"{name} pid {ident.pid} is not a process of a run"
     cg = record.cgroup
     if cg is None:
         return None
-    if not isinstance(cg, dict) or set(cg) - {"v2", "pids_v1"}:
+    if not isinstance(cg, dict) or set(cg) - {"v2", "pids_v1", "memory_v1"}:
         return f"cgroup {cg!r} is not a run's cgroup record"
     leaf_tail = f"/{GROUP_DIR}/{record.run_id}"
     v1 = cg.get("pids_v1")
     if v1 is not None and v1 != f"{V1_PIDS_ROOT}{leaf_tail}":
         return f"cgroup {v1!r} is not no-docker's own pids cgroup for this run"
+    memory = cg.get("memory_v1")
+    # Below the supervisor's own v1 memory cgroup (cgroup.v1_memory_parent), never nested in
+    # another run's: the same shape as the v2 leaf's.
+    if memory is not None and (
+            not isinstance(memory, str) or os.path.normpath(memory) != memory
+            or not memory.endswith(leaf_tail) or not is_within(memory, V1_MEMORY_ROOT)
+            or f"/{GROUP_DIR}/" in memory[: -len(leaf_tail)] + "/"):
+        return f"cgroup {memory!r} is not no-docker's own memory cgroup for this run"
     v2 = cg.get("v2")
     if v2 is not None:
         if not isinstance(v2, str) or os.path.normpath(v2) != v2 or not v2.endswith(leaf_tail):
@@ -523,6 +553,39 @@ def own_identity(procfs: ProcFS | None = None) -> Identity:
     procfs = procfs or ProcFS()
     pid = os.getpid()
     return Identity(pid, procfs.stat(pid).start_time)
+
+
+def own_pid_namespace() -> tuple[int | None, int | None]:
+    """(NS_GET_ID, inode) of our own pid namespace; (None, None) when it cannot be read."""
+    from .procfs import ProcfsError, ns_fd_id
+
+    try:
+        fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None, None
+    try:
+        return ns_fd_id(fd), os.fstat(fd).st_ino
+    except (OSError, ProcfsError):
+        return None, None
+    finally:
+        os.close(fd)
+
+
+def owner_elsewhere(record: RunRecord, ours: tuple[int | None, int | None] | None = None) -> bool:
+    """Was the run started by a supervisor in another pid namespace than ours?
+
+    A state dir can be shared across pid namespaces (a CI container that shares /run or /tmp
+    with its host). There the owner's pid is a number in *its* namespace: ours may show no such
+    pid, or an unrelated process under it, so neither "gone" nor "alive" can be judged from
+    here, and nothing of that run may be acted on (its init's pid is not ours either). Only a
+    record that names its owner's namespace can be told; one that does not (written before
+    no-docker recorded it) is judged as before."""
+    if record.owner_ns_inode is None:
+        return False
+    ns_id, inode = own_pid_namespace() if ours is None else ours
+    if record.owner_ns_id is not None and ns_id is not None:
+        return record.owner_ns_id != ns_id
+    return inode is None or record.owner_ns_inode != inode
 
 
 def identity_alive(ident: Identity, procfs: ProcFS) -> bool:

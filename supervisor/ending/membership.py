@@ -22,7 +22,16 @@ from __future__ import annotations
 import os
 
 from ..record import record
-from .procfs import NsIdentity, ProcessGone, ProcFS, ProcfsError, Unreadable, ns_fd_ancestry
+from .procfs import (
+    NsIdentity,
+    ProcessGone,
+    ProcFS,
+    ProcfsError,
+    Unreadable,
+    ns_fd_ancestry,
+    parse_nspid,
+    parse_uids,
+)
 from .snapshot import Marker, Seen
 
 
@@ -34,10 +43,18 @@ class RunNamespace:
     (len(NSpid of its init) - 1, so >= 1). A process whose NSpid is not longer than ``depth``
     lives in a shallower namespace and cannot be a member: this is how pid 1, whose ns links
     give EACCES even to root here, is still shown to be an outsider.
+
+    ``uid``: the one outside uid the run's user namespace maps (read from its init's
+    ``uid_map``), or None when that was not shown. Every member holds it as its real,
+    effective, saved and file-system uid, so a process holding any other is not a member:
+    that is how an ordinary user's ending settles root's and other users' processes in pid
+    namespaces of their own, whose ns links it may not read (docs/supervision.md, "Processes
+    of other users").
     """
 
     ns: NsIdentity
     depth: int
+    uid: int | None = None
 
     def is_run_ns(self, other: NsIdentity) -> bool:
         if self.ns.ns_id is not None and other.ns_id is not None:
@@ -89,13 +106,43 @@ class Membership:
         return found
 
     def _by_depth(self, pid: int) -> str:
+        """The ns link cannot be read: settle the process from /proc/PID/status (readable by
+        anyone) where it shows that the process cannot be a member, else it stays unknown."""
         try:
-            nspid = self.procfs.nspid(pid)
+            status = self.procfs.status(pid)
         except ProcessGone:
             return Marker.GONE
-        except (Unreadable, ValueError):
+        except Unreadable:
             return Marker.UNREADABLE
-        return Marker.OUTSIDER if len(nspid) <= self.run.depth else Marker.UNREADABLE
+        return marker_from_status(status, self.run)
+
+
+def marker_from_status(status: bytes, run: RunNamespace) -> str:
+    """OUTSIDER when /proc/PID/status shows a process that cannot be a member of ``run``,
+    else UNREADABLE (unknown: never "not a member" by default).
+
+    - Its NSpid is not longer than the run's depth: it lives in a shallower pid namespace,
+      and nobody leaves a pid namespace for a shallower one.
+    - Any of its four uids differs from the one uid the run's user namespace maps: every
+      task of the run lives in that user namespace or one nested in it, whose maps can only
+      be subsets of it, and a task can hold no uid its namespace does not map (setresuid(2)
+      and setfsuid(2) refuse unmapped ids; exec of a set-user-ID file whose owner is not
+      mapped gains nothing, and no_new_privs holds anyway). So a member's real, effective,
+      saved and fs uids are all that one uid, all its life.
+    """
+    try:
+        nspid = parse_nspid(status)
+    except ValueError:
+        return Marker.UNREADABLE
+    if len(nspid) <= run.depth:
+        return Marker.OUTSIDER
+    if run.uid is None:
+        return Marker.UNREADABLE
+    try:
+        uids = parse_uids(status)
+    except ValueError:
+        return Marker.UNREADABLE
+    return Marker.UNREADABLE if uids == (run.uid,) * 4 else Marker.OUTSIDER
 
 
 _UNKNOWN_STAT = -1  # a handle whose stat could not be read: alive, identity unknown

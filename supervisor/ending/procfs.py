@@ -106,6 +106,54 @@ def parse_nspid(status: bytes) -> tuple[int, ...]:
     raise ValueError("no NSpid line in /proc/PID/status (kernel < 4.1?)")
 
 
+def parse_uids(status: bytes) -> tuple[int, int, int, int]:
+    """The ``Uid:`` line of /proc/PID/status: real, effective, saved set and file-system uid,
+    as seen from the reader's user namespace (proc_pid_status(): ``from_kuid_munged``; an id
+    with no mapping there shows as the overflow uid, 65534)."""
+    for line in status.splitlines():
+        if line.startswith(b"Uid:"):
+            fields = line[4:].split()
+            if len(fields) != 4:
+                break
+            real, effective, saved, fs = (int(f) for f in fields)
+            return real, effective, saved, fs
+    raise ValueError("no well-formed Uid line in /proc/PID/status")
+
+
+SIGKILL_BIT = 1 << (9 - 1)  # signal N is bit N-1 of the SigPnd/ShdPnd masks (proc_pid_status(5))
+
+
+def parse_pending(status: bytes) -> int:
+    """The signals pending for a process (``ShdPnd``, the whole group's) or its main thread
+    (``SigPnd``) in /proc/PID/status, as one mask."""
+    mask = 0
+    found = 0
+    for line in status.splitlines():
+        if line.startswith((b"SigPnd:", b"ShdPnd:")):
+            mask |= int(line.split(b":", 1)[1].strip() or b"0", 16)
+            found += 1
+    if found != 2:
+        raise ValueError("no SigPnd/ShdPnd lines in /proc/PID/status")
+    return mask
+
+
+def parse_single_id_map(data: bytes) -> int | None:
+    """/proc/PID/uid_map (user_namespaces(7)): the one outside id a namespace maps, or None
+    unless the map is exactly one line mapping a range of length 1.
+
+    The lines are ``ID-inside ID-outside LENGTH`` and the outside ids are those of the
+    *reader's* user namespace, so the supervisor reads the ids its own /proc shows."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if len(lines) != 1:
+        return None
+    fields = lines[0].split()
+    if len(fields) != 3 or not all(f.isdigit() for f in fields) or fields[2] != b"1":
+        return None
+    return int(fields[1])
+
+
 def parse_cgroup(data: bytes) -> dict[str, str]:
     """/proc/PID/cgroup as {controllers: path}; the v2 hierarchy is under the key ``""``."""
     result: dict[str, str] = {}
@@ -202,6 +250,17 @@ class ProcFS:
 
     def nspid(self, pid: int) -> tuple[int, ...]:
         return parse_nspid(self.read(pid, b"status", 8192))
+
+    def status(self, pid: int) -> bytes:
+        """/proc/PID/status: anyone may read it (no ptrace check), unlike the ns links."""
+        data = self.read(pid, b"status", 8192)
+        if not data:
+            raise ProcessGone(f"{self.root}/{pid}/status is empty")
+        return data
+
+    def single_mapped_uid(self, pid: int) -> int | None:
+        """The one outside uid the user namespace of ``pid`` maps (``parse_single_id_map``)."""
+        return parse_single_id_map(self.read(pid, b"uid_map", 4096))
 
     def cgroup(self, pid: int) -> dict[str, str]:
         return parse_cgroup(self.read(pid, b"cgroup", 8192))

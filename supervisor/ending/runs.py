@@ -79,13 +79,19 @@ def end_would(row: dict[str, Any], directory: str) -> str:
         return f"end refuses it (125); inspect {directory}, then remove it"
     if row["status"] == "rebooted":
         return f"ended with a reboot: `no-docker end {rid}` (or the next run) only removes the marker"
+    if row["status"] == "elsewhere":
+        return ("started in another pid namespace (a state dir shared with a container or its "
+                "host): it never stops runs here; end it from there")
     if row["status"] == "running":
         return f"supervised by pid {row['owner_pid']}; `no-docker end --force {rid}` would end it anyway"
     members = row["members"]
     if members == 0:
         return f"no process left: `no-docker end {rid}` (or the next run) only removes the marker"
-    count = "an unknown number of" if members is None else str(members)
-    return (f"`no-docker end {rid}` will kill its {count} process{'es' if members != 1 else ''} left, "
+    if members is None:
+        why = f" ({row['detail']})" if row.get("detail") else ""
+        return (f"`no-docker end {rid}` will kill what is left of it, prove it gone and remove the "
+                f"marker; how many processes are left cannot be told now{why}; until then new runs refuse")
+    return (f"`no-docker end {rid}` will kill its {members} process{'es' if members != 1 else ''} left, "
             "prove them gone and remove the marker; until then new runs refuse")
 
 
@@ -103,10 +109,13 @@ def describe(state_dir: str, procfs: ProcFS, now: float | None = None) -> list[d
             rows.append(row)
             continue
         alive = markers.owner_alive(rec, procfs, boot)
-        members = members_of(rec, procfs) if rec.boot_id == boot else []
+        elsewhere = markers.owner_elsewhere(rec)
+        members = None if elsewhere else members_of(rec, procfs) if rec.boot_id == boot else []
         cpu, rss = usage_of(members) if members else (0.0, 0)
         if rec.boot_id != boot:
             status = "rebooted"
+        elif elsewhere:
+            status = "elsewhere"  # another pid namespace's run: its pids mean nothing here
         elif alive:
             status = "running"
         else:
@@ -123,6 +132,14 @@ def describe(state_dir: str, procfs: ProcFS, now: float | None = None) -> list[d
             row["end_would"] = end_would(row, directory)
         rows.append(row)
     return rows
+
+
+def _status_word(row: dict[str, Any]) -> str:
+    """The STATUS column and its hint say the same word: a run its supervisor could not show
+    ended is ``unended``, whoever lists it."""
+    if row.get("state") == markers.NOT_PROVEN and row["status"] in ("running", "stale"):
+        return "unended"
+    return row["status"]
 
 
 def shown(text: str) -> str:
@@ -173,10 +190,10 @@ def main(argv: list[str]) -> int:
                   f"{shown(row['detail'])}")
         else:
             members = "?" if row["members"] is None else str(row["members"])
-            status = row["status"] if row["state"] != markers.NOT_PROVEN else "unended"
+            status = _status_word(row)
             print(f"{row['run_id']:<26} {status:<8} {members:>7} {row['cpu_seconds']:>6.2f}s "
                   f"{_size(row['rss_bytes']):>7} {_age(row['age_seconds']):>5}  {shown(row['work'] or '?')}  "
                   f"{shown(' '.join(row['command']))}")
         if "end_would" in row:
-            print(f"  {row['status']}: {shown(row['end_would'])}")
+            print(f"  {_status_word(row)}: {shown(row['end_would'])}")
     return 0

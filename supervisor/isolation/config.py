@@ -1,7 +1,8 @@
 """Defaults for ``no-docker run`` from ``[tool.no-docker]`` in the work dir's ``pyproject.toml``.
 
 DESIGN §3: keys are the long option names (``rw``, ``ro``, ``keep-env``, ``publish``: lists;
-``max-pids``, ``end-timeout``: numbers; ``quiet``: a boolean). The command line adds to the
+``max-pids``, ``end-timeout``: numbers; ``tmp-size``, ``memory-max``: a size, "4G" or a number
+of bytes; ``quiet``: a boolean). The command line adds to the
 lists and overrides the scalars. An unknown key, a wrong type or a file that cannot be read or
 parsed is a usage error (2) naming the key and the file.
 
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 
 FILE = "pyproject.toml"
 LISTS = {"rw": "--rw", "ro": "--ro", "keep-env": "--keep-env", "publish": "--publish"}
-SCALARS = {"max-pids": "--max-pids", "end-timeout": "--end-timeout"}
+SCALARS = {"max-pids": "--max-pids", "end-timeout": "--end-timeout", "tmp-size": "--tmp-size",
+           "memory-max": "--memory-max"}
 FLAGS = {"quiet": "--quiet"}
 KEYS = (*LISTS, *SCALARS, *FLAGS)
 
@@ -61,6 +63,9 @@ class Config:
                 raise UsageError(f"{where}: a whole number, not {_kind(value)}")
             if key == "end-timeout" and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise UsageError(f"{where}: a number of seconds, not {_kind(value)}")
+            if key in ("tmp-size", "memory-max") and (isinstance(value, bool)
+                                                      or not isinstance(value, (int, str))):
+                raise UsageError(f'{where}: a size such as "4G", or a number of bytes, not {_kind(value)}')
             return [SCALARS[key], str(value)]
         if key in FLAGS:
             if not isinstance(value, bool):

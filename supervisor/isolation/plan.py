@@ -19,6 +19,7 @@ from .policy import (
     FALLBACK_HOME,
     SYSTEM_DIRS,
     Policy,
+    default_tmp_size,
     env_allowlist,
     env_name_denied,
     is_under,
@@ -162,6 +163,8 @@ class Request:
     report: str | None = None
     quiet: bool = False
     publish: tuple[int, ...] = ()  # loopback TCP ports forwarded from the host (--publish)
+    tmp_size: int | None = None  # bytes per tmpfs (--tmp-size); None: policy.default_tmp_size
+    memory_max: int | None = None  # bytes, the run's cgroup memory limit (--memory-max)
 
 
 # First components under $HOME that run code later, outside: never writable (--work/--rw).
@@ -420,7 +423,11 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
                 "DOCKER_CONFIG": "/run/no-docker-run/docker-config"})
     env.setdefault("PATH", os.defpath)
 
-    with_toolchain = draft.replace(toolchain_ro=tuple(toolchain))
+    tmp_size = request.tmp_size
+    if tmp_size is None:
+        # sysconf, not /proc/meminfo: two numbers the C library has, no file to open and parse.
+        tmp_size = default_tmp_size(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    with_toolchain = draft.replace(toolchain_ro=tuple(toolchain), tmp_size=tmp_size)
     # A socket bound to a relative name (listing.relative_paths) cannot be located: the name
     # was resolved against its binder's cwd at bind(2) time, which nothing records. It is not
     # masked and does not refuse the run (any local user can bind one, issue 24): the connect

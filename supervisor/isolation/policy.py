@@ -52,6 +52,50 @@ ALLOWED_ENV_NAMES = ("PATH", "LANG", "LANGUAGE", "TERM", "COLORTERM", "NO_COLOR"
                      "LOGNAME", "SHELL", "COLUMNS", "LINES", "CI")
 ALLOWED_ENV_PREFIXES = ("LC_",)
 
+# The size of each tmpfs of the run (/tmp, /var/tmp, /run, /dev/shm, $HOME...), unless
+# --tmp-size says otherwise: a quarter of the machine's RAM. The kernel's default is half of RAM
+# for EACH (Documentation/filesystems/tmpfs.rst), so a run filling its /tmp could take half the
+# RAM and, with a second place, all of it: tmpfs pages are in no process's RSS, so the OOM killer
+# then took the supervisor (measured, issue 24). A quarter is more than a test suite puts in
+# one place (a wheel build, pytest's tmp_path, a few GiB at most on a 16 GiB machine), and a
+# single runaway writer gets ENOSPC with three quarters of the RAM left.
+TMP_SIZE_SHARE = 4
+TMP_SIZE_MIN = 1 << 20  # bwrap makes the run's own files in /run (the plan, docker-config)
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes of a size as the command line spells it: digits, then K, M or G (powers of 1024,
+    either case; an optional trailing B or iB: "512M", "2GiB", "1048576"); None when it is not
+    one (pure)."""
+    body = text.strip().upper()
+    for tail in ("IB", "B"):
+        if body.endswith(tail) and body[:-len(tail)][-1:] in ("K", "M", "G"):
+            body = body[:-len(tail)]
+            break
+    unit = body[-1:] if body[-1:] in SIZE_UNITS else ""
+    digits = body[:-1] if unit else body
+    if not digits.isdigit() or not digits.isascii():
+        return None
+    return int(digits) * SIZE_UNITS[unit]
+
+
+# bubblewrap has --size from 0.7.0 (containers/bubblewrap#509) and refuses it when setuid ("The
+# --size option is not permitted in setuid mode"); 0.6 (Ubuntu 22.04) and 0.4 (Debian 11) say
+# "Unknown option --size". That refusal message is in every binary that parses the option.
+SIZE_OPTION_MARK = b"--size must be followed by --tmpfs"
+
+
+def takes_size(binary: bytes, setuid: bool) -> bool:
+    """Whether the bubblewrap whose file is BINARY accepts ``--size`` (pure). A wrapper script
+    that execs bwrap does not show it: it is taken as unable (no --size), never refused."""
+    return not setuid and SIZE_OPTION_MARK in binary
+
+
+def default_tmp_size(ram: int) -> int:
+    """Each tmpfs's size when --tmp-size is not given, for RAM bytes of memory (pure)."""
+    return max(TMP_SIZE_MIN, ram // TMP_SIZE_SHARE // (1 << 20) * (1 << 20))
+
 
 
 def is_under(path: str, root: str) -> bool:
@@ -106,6 +150,10 @@ class Policy:
     # writable /proc/1/mem a run could make the init do what the filter refuses (P5; red-team
     # review, when the init carried no filter; it carries them all now, the mask stays).
     proc_masked: tuple[str, ...] = ("/proc/1/mem", "/proc/1/task/1/mem")
+    # The size in bytes of every tmpfs above (bwrap's --size before each --tmpfs), so that what
+    # the run writes to its fresh directories is bounded by it, not by the kernel's half of the
+    # RAM each. None: the kernel's default (unbounded tests only).
+    tmp_size: int | None = None
 
     def writable(self) -> tuple[str, ...]:
         """Mount points the prover accepts as writable (P4)."""
@@ -146,6 +194,7 @@ FLAG_PROPERTIES: dict[str, tuple[str, ...]] = {
     "--symlink": (),
     "--dir": ("P6",),
     "--perms": ("P6",),
+    "--size": (),  # a bound on memory (issue 24), not an isolation property
     "--block-fd": ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13"),
 }
 # P7 (only fds 0-2 cross) is not a bwrap flag: the supervisor starts bwrap with close_fds and
@@ -285,6 +334,8 @@ def bwrap_argv(
         if kind == "symlink":
             link, target = path.split("\0", 1)
             argv += ["--symlink", target, link]
+        elif kind == "tmpfs" and policy.tmp_size is not None:
+            argv += ["--size", str(policy.tmp_size), "--tmpfs", path]
         elif kind in ("tmpfs", "proc", "dev"):
             argv += [f"--{kind}", path]
         elif kind == "mask":
@@ -300,6 +351,10 @@ def bwrap_argv(
                 argv += ["--ro-bind", sentinel, SENTINEL_PATH]
             if policy.home == FALLBACK_HOME:
                 argv += ["--dir", FALLBACK_HOME]
+    # bwrap's /dev tmpfs read-only: --dev takes no --size, so a run could write files there up
+    # to the kernel's half of the RAM (issue 24). Its device nodes are bind mounts of their own,
+    # /dev/pts and /dev/shm mounts of their own: they stay as they are (not recursive).
+    argv += ["--remount-ro", "/dev"]
     # The root tmpfs itself read-only (non-recursive: /tmp, /run... stay writable tmpfs).
     argv += ["--remount-ro", "/"]
     argv += ["--chdir", policy.chdir]

@@ -32,6 +32,14 @@ options:
                       KUBECONFIG, SSH_AUTH_SOCK, BASH_ENV, LD_PRELOAD...) are refused
   --max-pids N        at most N processes at once (a cgroup limit; N >= 8), e.g. --max-pids
                       2000 against fork bombs
+  --tmp-size SIZE     the most each fresh directory (/tmp, /var/tmp, /run, /dev/shm, $HOME)
+                      may hold, e.g. --tmp-size 8G (K, M, G; default: a quarter of the RAM
+                      each); past it a write fails with "No space left on device". Needs
+                      bubblewrap 0.7 or later (an older one: no bound, or exit 125 if asked)
+  --memory-max SIZE   at most SIZE of memory for the whole run, what it writes to its fresh
+                      directories included (a cgroup limit, e.g. --memory-max 4G; as root,
+                      or where a cgroup is delegated: else exit 125). Past it the kernel
+                      kills processes of the run, never no-docker
   --end-timeout S     how long the ending may take to show every process gone (default 10
                       seconds, at most 3600); past it: exit 125 and the `no-docker end RUN_ID`
                       that finishes the job

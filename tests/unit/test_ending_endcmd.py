@@ -191,3 +191,21 @@ def test_concurrent_ends_of_one_run_one_works_the_others_report(tmp_path, monkey
             assert not Path(record.cgroup["pids_v1"]).exists()
         finally:
             _cleanup(record)
+
+
+def test_runs_says_in_words_what_end_will_do_when_the_members_cannot_be_counted():
+    from no_docker.supervisor.ending import runs
+
+    row = {"run_id": "r1", "status": "stale", "state": "not-proven", "members": None,
+           "detail": "1 process whose pid namespace cannot be read could be the run's: pid 7"}
+    said = runs.end_would(row, "/state/r1")
+    assert "an unknown number" not in said and "its None" not in said
+    assert said.startswith("`no-docker end r1` will kill what is left of it")
+    assert "(1 process whose pid namespace cannot be read" in said
+    # the STATUS column and the hint's word agree
+    assert runs._status_word(row) == "unended"
+    assert runs._status_word({**row, "state": "running"}) == "stale"
+    assert runs._status_word({**row, "status": "elsewhere"}) == "elsewhere"
+    assert "another pid namespace" in runs.end_would({**row, "status": "elsewhere"}, "/state/r1")
+    one = runs.end_would({**row, "members": 1}, "/s")
+    assert one.startswith("`no-docker end r1` will kill its 1 process left")

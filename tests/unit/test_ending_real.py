@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from no_docker.supervisor.ending.algorithm import end_run
+from no_docker.supervisor.ending.cgroup import RunCgroup
 from no_docker.supervisor.ending.procfs import ProcFS
 from supervisor_trees import BOMB, DAEMON, HOPPER, IGNORES_TERM, NESTED, READY, STOPPED, Tree
 
@@ -51,26 +52,85 @@ def test_tree_is_ended_and_proven(name):
         assert not tree.life.directory  # marker removed only when proven
 
 
+def _procfs_hiding(tmp_path: Path, member: int, uid_line: bytes | None = None) -> ProcFS:
+    """/proc as symlinks, but MEMBER looks alive forever (a frozen stat) and its pid-namespace
+    link cannot be read; UID_LINE replaces its status's Uid line."""
+    fake = tmp_path / "proc"
+    fake.mkdir()
+    for pid in ProcFS().pids():
+        if pid != member:
+            (fake / str(pid)).symlink_to(f"/proc/{pid}")
+    entry = fake / str(member)
+    (entry / "ns").mkdir(parents=True)
+    (entry / "stat").write_bytes(Path(f"/proc/{member}/stat").read_bytes())  # alive forever
+    status = Path(f"/proc/{member}/status").read_bytes()
+    if uid_line is not None:
+        status = b"\n".join(uid_line if line.startswith(b"Uid:") else line for line in status.split(b"\n"))
+    (entry / "status").write_bytes(status)
+    (entry / "ns" / "pid").symlink_to("unreadable")  # readlink gives no namespace
+    (fake / "sys").symlink_to("/proc/sys")
+    return ProcFS(fake)
+
+
+def _target_with(tree: Tree, cgroup: RunCgroup | None):  # noqa: ANN202
+    from no_docker.supervisor.ending.algorithm import RunTarget
+    return RunTarget(tree.life.run_id, tree.life.namespace, tree.life.record.init, cgroup)
+
+
 def test_unreadable_member_marker_is_never_clean(tmp_path):
-    """A member whose /proc marker cannot be read: the ending must not be shown (→ 125)."""
+    """A member whose /proc marker cannot be read, where no cgroup speaks for the run: the
+    ending must not be shown (→ 125)."""
     with Tree(f"{READY}; sleep 1000") as tree:
         member = tree.life.record.init.pid
-        fake = tmp_path / "proc"
-        fake.mkdir()
-        for pid in ProcFS().pids():
-            if pid != member:
-                (fake / str(pid)).symlink_to(f"/proc/{pid}")
-        entry = fake / str(member)
-        (entry / "ns").mkdir(parents=True)
-        (entry / "stat").write_bytes(Path(f"/proc/{member}/stat").read_bytes())  # alive forever
-        (entry / "status").write_bytes(Path(f"/proc/{member}/status").read_bytes())
-        (entry / "ns" / "pid").symlink_to("unreadable")  # readlink gives no namespace
-        (fake / "sys").symlink_to("/proc/sys")
-        report = end_run(tree.target, procfs=ProcFS(fake), timeout=0.5,
-                         init_pidfd=tree.life.init_pidfd, reap=tree.life.reap)
+        report = end_run(_target_with(tree, None), procfs=_procfs_hiding(tmp_path, member),
+                         timeout=0.5, init_pidfd=tree.life.init_pidfd, reap=tree.life.reap)
         assert not report.clean
         assert [i.pid for i in report.unknown] == [member], report
         assert "cannot be read" in report.reason
+        assert f"pid {member} " in report.reason and f"of uid {os.getuid()}" in report.reason
+
+
+def test_the_runs_uid_map_is_read_from_its_init():
+    with Tree(f"{READY}; sleep 1000", userns=True) as tree:
+        assert tree.life.namespace.uid == os.getuid()
+        assert tree.life.record.member_uid == os.getuid()
+        assert tree.life.end().clean
+    # no user namespace of its own: its map is the whole range, and no uid settles anything
+    with Tree(f"{READY}; sleep 1000") as tree:
+        assert tree.life.namespace.uid is None
+
+
+@pytest.mark.parametrize("uids", ["1 1 1 1", "0 1 0 0", "0 0 0 70000", "65534 65534 65534 65534"])
+def test_an_unreadable_process_of_another_uid_is_an_outsider(tmp_path, uids):
+    """A process whose ns link we may not read, holding any uid the run's user namespace does
+    not map, is not a member (membership.marker_from_status): the ending is shown."""
+    if os.getuid() != 0:
+        pytest.skip("the uids below are chosen to differ from root's")
+    with Tree(f"{READY}; sleep 1000", userns=True) as tree:
+        member = tree.life.record.init.pid
+        procfs = _procfs_hiding(tmp_path, member, b"Uid:\t" + uids.replace(" ", "\t").encode())
+        report = end_run(_target_with(tree, None), procfs=procfs, timeout=2,
+                         init_pidfd=tree.life.init_pidfd, reap=tree.life.reap)
+        assert report.clean, report.reason
+
+
+def test_an_empty_v2_leaf_settles_what_proc_cannot_and_a_populated_one_does_not(tmp_path):
+    """Where the run has a v2 leaf, its emptiness once the run cannot fork is the proof; a
+    leaf that still counts a process is not, whatever /proc says."""
+    with Tree(f"{READY}; sleep 1000") as tree:
+        member = tree.life.record.init.pid
+        leaf = tmp_path / "leaf"
+        leaf.mkdir()
+        (leaf / "cgroup.events").write_text("populated 1\nfrozen 0\n")
+        report = end_run(_target_with(tree, RunCgroup(str(leaf))), procfs=_procfs_hiding(tmp_path, member),
+                         timeout=0.5, init_pidfd=tree.life.init_pidfd, reap=tree.life.reap)
+        assert not report.clean, report
+        assert report.settled_by_cgroup == 0
+        (leaf / "cgroup.events").write_text("populated 0\nfrozen 0\n")
+        report = end_run(_target_with(tree, RunCgroup(str(leaf))), procfs=ProcFS(tmp_path / "proc"),
+                         timeout=2, reap=tree.life.reap)
+        assert report.clean, report.reason
+        assert report.settled_by_cgroup == 1
 
 
 def test_two_runs_never_touch_each_other():

@@ -313,13 +313,15 @@ def test_run_json_has_every_field_in_declaration_order_then_the_version():
     # The explicit conversion that replaced dataclasses.asdict: same keys, same order, same values.
     rec = markers.RunRecord("r1", Identity(1, 2), "boot", ["a", "b"], state=markers.RUNNING, created=12.5,
                             ns_id=9, ns_inode=4026531836, ns_depth=1, init=Identity(5, 6),
-                            launcher=Identity(7, 8), cgroup={"v2": "/x", "pids_v1": None}, detail="d")
+                            launcher=Identity(7, 8), cgroup={"v2": "/x", "pids_v1": None}, detail="d",
+                            member_uid=1000, owner_ns_id=3, owner_ns_inode=4026531837)
     data = rec.to_json()
     assert data == {
         "run_id": "r1", "owner": {"pid": 1, "start_time": 2}, "boot_id": "boot", "command": ["a", "b"],
         "state": "running", "created": 12.5, "ns_id": 9, "ns_inode": 4026531836, "ns_depth": 1,
         "init": {"pid": 5, "start_time": 6}, "launcher": {"pid": 7, "start_time": 8},
-        "cgroup": {"v2": "/x", "pids_v1": None}, "detail": "d", "work": "", "version": markers.VERSION,
+        "cgroup": {"v2": "/x", "pids_v1": None}, "detail": "d", "work": "", "member_uid": 1000,
+        "owner_ns_id": 3, "owner_ns_inode": 4026531837, "version": markers.VERSION,
     }
     assert list(data) == [*markers.RunRecord.__record_fields__, "version"]
     # copies, as asdict made: changing the JSON object leaves the record alone
@@ -398,3 +400,32 @@ def test_a_supervisor_whose_marker_was_removed_by_end_force_goes_on(tmp_path):
         markers.remove_marker(life.directory)
         life.spawning()  # writes the record: the marker is gone
         assert life.directory is None
+
+
+def test_a_record_without_the_new_fields_reads_as_unknown_and_bad_values_are_corrupt():
+    # written by an earlier no-docker: no member_uid, no owner namespace
+    old = markers.RunRecord("r1", Identity(1, 2), "boot", []).to_json()
+    for key in ("member_uid", "owner_ns_id", "owner_ns_inode"):
+        del old[key]
+    rec = markers.RunRecord.from_json(old)
+    assert (rec.member_uid, rec.owner_ns_id, rec.owner_ns_inode) == (None, None, None)
+    for bad in ("1000", 1.5, True, [1]):
+        with pytest.raises(ValueError):
+            markers.RunRecord.from_json({**old, "member_uid": bad})
+
+
+def test_a_run_of_another_pid_namespace_is_told_apart_from_ours():
+    rec = markers.RunRecord("r1", Identity(1, 2), "boot", [])
+    assert not markers.owner_elsewhere(rec)  # no namespace recorded: judged as before
+    ns_id, inode = markers.own_pid_namespace()
+    assert inode is not None
+    rec.owner_ns_id, rec.owner_ns_inode = ns_id, inode
+    assert not markers.owner_elsewhere(rec)
+    rec.owner_ns_id = None if ns_id is None else ns_id + 1
+    rec.owner_ns_inode = inode + 1
+    assert markers.owner_elsewhere(rec)
+    # the id decides where both sides have one (an inode is reused, an id is not)
+    assert markers.owner_elsewhere(rec, (7, inode)) and not markers.owner_elsewhere(
+        markers.RunRecord("r", Identity(1, 2), "b", [], owner_ns_id=7, owner_ns_inode=1), (7, 99))
+    # our own namespace unreadable: never act on a record that names one
+    assert markers.owner_elsewhere(rec, (None, None))
