@@ -392,6 +392,7 @@ def plan_items(policy: Policy, listing_json: dict, started: float) -> list[tuple
     items += [("hidden", p) for p in policy.hidden if p not in writable_roots]
     items += [("readonly", p) for p in (*policy.protected, *policy.toolchain_ro, *policy.ro)]
     items += [("masked", p) for p in policy.masked]
+    items += [("unmasked", p) for p in policy.unmasked]
     items += [("unix", p) for p in listing_json["unix_paths"]]
     items += [("abstract", n) for n in listing_json["abstract_names"]]
     items += [("tcp", str(p)) for p in listing_json["tcp_ports"]]

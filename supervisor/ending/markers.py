@@ -49,7 +49,19 @@ def state_dir(env: Mapping[str, str] | None = None) -> str:
 
     A relative ``NO_DOCKER_STATE_DIR`` is refused: it would be resolved against the work dir,
     which the run writes, and a run could then edit its own markers (and the next one's). A
-    relative ``XDG_RUNTIME_DIR`` is ignored, as the XDG spec says.
+    relative ``XDG_RUNTIME_DIR`` is ignored, as the XDG spec says, and so is one that is not a
+    directory of ours closed to everyone else (the spec's "MUST"): ``XDG_RUNTIME_DIR=/tmp``
+    would make ``/tmp/no-docker`` one name for every user, the first user's dir, and every
+    other user's run refused on it (issue 24).
+
+    Nobody else can lock a user out of the per-user default: any local user may create
+    ``/tmp/no-docker-<uid>`` first (a directory, a link, a file: /tmp is writable by all), so
+    that name is only the first of ``/tmp/no-docker-<uid>``, ``.1``, ``.2``... and the state
+    dir is the first of them that is a directory of ours, else the first that does not exist
+    (:func:`pick_fallback`). Only we can own a directory there (a hard link, the one thing
+    another user can make that is ours, cannot be a directory), so the choice depends on our
+    own directories alone: it stays put when a squatter's entry comes or goes, and every
+    ``run``, ``runs`` and ``end`` finds the same markers.
     """
     env = os.environ if env is None else env
     configured = env.get("NO_DOCKER_STATE_DIR")
@@ -58,12 +70,53 @@ def state_dir(env: Mapping[str, str] | None = None) -> str:
             raise NotProven("state dir", f"NO_DOCKER_STATE_DIR={configured} is a relative path",
                             "set it to an absolute path of a private directory outside the work dir")
         return os.path.normpath(configured)
+    uid = os.geteuid()
     runtime = env.get("XDG_RUNTIME_DIR")
-    if runtime and runtime.startswith("/"):
+    if runtime and runtime.startswith("/") and _private_dir_of(runtime, uid, follow=True):
         return os.path.join(os.path.normpath(runtime), "no-docker")
-    if os.geteuid() == 0:
+    if uid == 0:
         return "/run/no-docker"
-    return os.path.join(FALLBACK_BASE, f"no-docker-{os.geteuid()}")
+    primary = f"no-docker-{uid}"
+    if _private_dir_of(os.path.join(FALLBACK_BASE, primary), uid, mode=False):
+        return os.path.join(FALLBACK_BASE, primary)  # the usual case: one lstat
+    try:
+        present = [n for n in os.listdir(FALLBACK_BASE) if n == primary or n.startswith(primary + ".")]
+    except OSError:
+        present = []  # ensure_state_dir says what is wrong with the base
+    ours = {n for n in present if _private_dir_of(os.path.join(FALLBACK_BASE, n), uid, mode=False)}
+    return os.path.join(FALLBACK_BASE, pick_fallback(primary, present, ours))
+
+
+def pick_fallback(primary: str, present: Iterable[str], ours: Iterable[str]) -> str:
+    """The per-user state dir's name among PRESENT (the names in the base that start with
+    PRIMARY), of which OURS are directories of ours: the first of ``PRIMARY``, ``PRIMARY.1``,
+    ``PRIMARY.2``... that is ours, else the first that is not present (pure)."""
+    def index(name: str) -> int | None:
+        if name == primary:
+            return 0
+        tail = name[len(primary) + 1:] if name.startswith(primary + ".") else ""
+        # canonical decimals from 1 only: "x.01", "x.0" or "x.\u0661" stand for no index
+        return int(tail) if tail.isascii() and tail.isdigit() and tail[0] != "0" else None
+
+    mine = [i for i in (index(n) for n in ours) if i is not None]
+    if mine:
+        best = min(mine)
+    else:
+        taken = {i for i in (index(n) for n in present) if i is not None}
+        best = 0
+        while best in taken:
+            best += 1
+    return primary if best == 0 else f"{primary}.{best}"
+
+
+def _private_dir_of(path: str, uid: int, *, follow: bool = False, mode: bool = True) -> bool:
+    """PATH is a directory owned by UID (and, with MODE, closed to group and others); FOLLOW:
+    through a symbolic link (an XDG_RUNTIME_DIR may be one), else the entry itself."""
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == uid and not (mode and st.st_mode & 0o077)
 
 
 def ensure_state_dir(path: str | os.PathLike[str]) -> str:

@@ -115,16 +115,30 @@ class Listing:
         }
 
 
-def parse_proc_net_unix(data: bytes, *, source: str = "/proc/net/unix") -> list[UnixEntry]:
-    """Parse /proc/net/unix; raise ListingError naming the first line that does not fit."""
+def parse_proc_net_unix(data: bytes, *, source: str = "/proc/net/unix",
+                        names_may_hold_newlines: bool = False) -> list[UnixEntry]:
+    """Parse /proc/net/unix; raise ListingError naming the first line that does not fit.
+
+    NAMES_MAY_HOLD_NEWLINES (another network namespace, read here only because we may not
+    enter it for a sock_diag dump): a line that does not fit, below a bound name, is taken for
+    the rest of a name holding a newline (unix_seq_show prints it raw), which any process of
+    that namespace can bind; it used to refuse every run of the user (issue 24). What this can
+    cost is names, never sockets: every socket's line starts with its own fields, so none is
+    lost; a name cut or glued is one that cannot be located, and like a relative name it is
+    left to the connect mediation, which decides by the inode at each connect (P12); a
+    binder's fake "line" inside its name adds an entry, which can only add a mask. The header
+    and the first lines up to a bound name stay strict: a file in another format refuses."""
     lines = data.split(b"\n")
     if not lines or lines[0].rstrip() != _UNIX_HEADER:
         raise ListingError(f"{source}: unexpected header {lines[0][:80]!r}")
-    entries = []
+    entries: list[UnixEntry] = []
     for number, line in enumerate(lines[1:], start=2):
         if not line:
             continue
         parsed = split_unix_line(line)
+        if parsed is None and names_may_hold_newlines and entries:
+            entries[-1] = entries[-1].replace(name=entries[-1].name + "\n" + os.fsdecode(line))
+            continue
         if parsed is None:
             raise ListingError(f"{source}:{number}: cannot parse {line[:120]!r}")
         flags, sock_type, raw_name = parsed
@@ -313,6 +327,6 @@ def collect(proc: str = "/proc") -> Listing:
         except OSError:
             unreadable += 1
             continue
-        entries += parse_proc_net_unix(data, source=source)
+        entries += parse_proc_net_unix(data, source=source, names_may_hold_newlines=True)
         read += 1
     return summarize(entries, ports, netns_read=read, netns_unreadable=unreadable)

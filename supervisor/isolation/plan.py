@@ -91,6 +91,41 @@ def sockets_to_mask(policy: Policy, resolved_sockets: list[str]) -> tuple[str, .
     return tuple(sorted({p for p in resolved_sockets if view.visible(p)}))
 
 
+def others_control(chain: list[tuple[int, int]], file_uid: int | None, me: int) -> bool:
+    """Could a user other than root and ME remove, replace or bind the entry at a path (pure)?
+    CHAIN: (owner, mode) of each directory from ``/`` down to the entry's parent; FILE_UID:
+    the entry's owner, None when there is none now. A directory is another user's to change
+    when it is theirs, or writable by group or others without the sticky bit; with it
+    (``/tmp``-like), a missing name is anyone's to bind and an entry is its owner's to unlink;
+    each directory of the chain is an entry of the one above it, checked as a directory."""
+    trusted = (0, me)
+    for uid, mode in chain:
+        if uid not in trusted or (mode & 0o022 and not mode & stat.S_ISVTX):
+            return True
+    return bool(chain) and bool(chain[-1][1] & 0o022) and file_uid not in trusted
+
+
+def controlled_by_others(real_path: str, me: int) -> bool:
+    """:func:`others_control` of REAL_PATH (resolved), from stat(2); a directory of it that
+    cannot be read: True (the mediation alone then, which never depends on the outside view)."""
+    chain = []
+    directory = os.path.dirname(real_path)
+    try:
+        while True:
+            st = os.stat(directory)
+            chain.append((st.st_uid, st.st_mode))
+            if directory == "/":
+                break
+            directory = os.path.dirname(directory)
+    except OSError:
+        return True
+    try:
+        file_uid: int | None = os.lstat(real_path).st_uid
+    except OSError:
+        file_uid = None
+    return others_control(chain[::-1], file_uid, me)
+
+
 def toolchain_dir_for(entry: str, home: str | None, has_pyvenv_cfg: bool) -> str | None:
     """What to bind read-only so that a PATH entry (or a command's dir) works inside.
 
@@ -393,20 +428,43 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
         # sysconf, not /proc/meminfo: two numbers the C library has, no file to open and parse.
         tmp_size = default_tmp_size(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     with_toolchain = draft.replace(toolchain_ro=tuple(toolchain), tmp_size=tmp_size)
-    if listing.relative_paths:
-        name = listing.relative_paths[0]
-        raise NotProven("P3", f"a unix socket listens at the relative name {name!r}, which cannot be "
-                        "located to hide it", "stop that listener or give it an absolute path")
-    sockets = []
+    # A socket bound to a relative name (listing.relative_paths) cannot be located: the name
+    # was resolved against its binder's cwd at bind(2) time, which nothing records. It is not
+    # masked and does not refuse the run (any local user can bind one, issue 24): the connect
+    # mediation (P12) refuses every pathname connect whose target inode no socket of the
+    # run's own network namespace is bound to, whatever name the listing had for it, and the
+    # prover proves the mediation on its sentinel (docs/isolation.md, "Sockets the listing
+    # cannot locate"; T-65).
+    #
+    # A listed socket in a place another user controls (their directory, or one open to others
+    # where the socket is theirs) is not masked either: its owner can unlink it and bind it
+    # again at any moment, which makes bwrap fail on the vanished mask target, or shows a new,
+    # unmasked socket to the prover; a user churning sockets in a directory the run sees
+    # (/opt/x, /srv/x) refused 13 of 30 runs of another user (measured, issue 24). No mask
+    # holds there for the run's life anyway (unlinking a mount point in another mount
+    # namespace detaches the mount), so those sockets are the mediation's alone, by inode, and
+    # named in the plan so that the prover's P3 passes over them (and only them).
+    # Whether or not a socket is there at this moment: one unlinked since the listing is
+    # bound again a moment later.
+    sockets, unmasked = [], []
+    me = os.geteuid()
+    view = MountView(with_toolchain)
     for path in listing.unix_paths:
         real = realpath(path)
+        # The listed name too: the prover stats it as listed, and a link on its way in a
+        # directory of another user's can be pointed elsewhere after the plan.
+        if view.visible(real) and (controlled_by_others(real, me)
+                                   or (path != real and controlled_by_others(os.path.normpath(path), me))):
+            unmasked.append(path)
+            continue
         try:
             if stat.S_ISSOCK(os.stat(real).st_mode):
                 sockets.append(real)
         except OSError:
             continue  # not in our mount namespace's view: nothing to reach by that name
     masked = sockets_to_mask(with_toolchain, sockets)
-    return with_toolchain.replace(masked=masked, env=tuple(sorted(env.items())), probe_source=probe_source)
+    return with_toolchain.replace(masked=masked, unmasked=tuple(unmasked), env=tuple(sorted(env.items())),
+                                  probe_source=probe_source)
 
 
 def encode_plan(items: list[tuple[str, str]]) -> bytes:

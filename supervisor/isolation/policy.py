@@ -137,6 +137,9 @@ class Policy:
     pinned: tuple[str, ...] = ()  # writable dirs re-bound onto themselves so they cannot be renamed
     protected: tuple[str, ...] = ()  # read-only re-binds inside writable places (P4, P11)
     masked: tuple[str, ...] = ()  # outside sockets still visible: /dev/null bound over them (P3)
+    # Listed sockets still visible in a place another user controls (plan.others_control):
+    # no mask there would hold, they are the connect mediation's alone (P12). Listed names.
+    unmasked: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # the complete environment of bwrap and CMD (P6)
     # Host-wide kernel settings under the fresh /proc, read-only: root in bwrap's user namespace
     # is still uid 0 to the sysctl permission check (test_perm compares with GLOBAL_ROOT_UID),

@@ -1084,7 +1084,11 @@ class Probe:
             if not self.hidden_by_tmpfs(path):
                 raise NotProven("P3", f"{path} is not hidden by a tmpfs")
         home, xdg = one(self.plan, "outside_home"), one(self.plan, "outside_xdg")
-        candidates = list(self.plan.get("unix", []))
+        # Listed sockets in places another user controls are the mediation's alone (the plan
+        # says which: plan.others_control); every other listed path and every engine path must
+        # show no socket.
+        unmasked = set(self.plan.get("unmasked", []))
+        candidates = [p for p in self.plan.get("unix", []) if p not in unmasked]
         candidates += [p for p in (expand(e, home, xdg) for e in ENGINE_PATHS) if p]
         for path in dict.fromkeys(candidates):
             # The hiding layer alone: nothing bound outside may even show as a socket here.

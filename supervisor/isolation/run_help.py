@@ -71,8 +71,9 @@ exit status:
   2              usage: a bad option or value (checked before anything starts)
 
 environment:
-  NO_DOCKER_STATE_DIR  where run markers live (default $XDG_RUNTIME_DIR/no-docker, or
-                       /run/no-docker as root)
+  NO_DOCKER_STATE_DIR  where run markers live (default $XDG_RUNTIME_DIR/no-docker when that
+                       dir is yours and 0700, /run/no-docker as root, else /tmp/no-docker-UID,
+                       or the next of /tmp/no-docker-UID.1, .2... when someone else took it)
   NO_DOCKER_BWRAP      the bubblewrap binary (default: /usr/bin/bwrap); what it builds is proven
                        before CMD starts, but it is code you run: never one a run can write
 

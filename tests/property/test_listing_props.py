@@ -90,3 +90,21 @@ def test_diag_names_come_out_exactly(names, states):
     relative = {n for n in bound if n[:1] not in (b"/", b"\0")}
     assert {os.fsencode(r).removeprefix(b"./") if os.fsencode(r).startswith(b"./@") else os.fsencode(r)
             for r in listing.relative_paths} == relative
+
+
+hostile_names = st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), min_size=1,
+                        max_size=40).map(lambda s: "/" + s)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from([1, 2, 5]), st.integers(0, 10**9),
+                          st.one_of(names, hostile_names)), min_size=1, max_size=20))
+def test_newlines_in_another_namespaces_names_lose_no_socket(rows):
+    """Names as any process of a namespace we may not enter can bind them (newlines included),
+    read with ``names_may_hold_newlines``: never refused once a name is read, and every name
+    without a newline comes out exactly, wherever the hostile ones are."""
+    rows = [(True, 1, 1, "/first")] + rows  # the strict part (lines before any name) is tested apart
+    data = HEADER + b"".join(render(r) + b"\n" for r in rows)
+    parsed = {e.name for e in parse_proc_net_unix(data, names_may_hold_newlines=True)}
+    plain = {r[3] for r in rows if r[3] is not None and "\n" not in r[3]}
+    assert plain <= parsed, (sorted(plain - parsed), data)

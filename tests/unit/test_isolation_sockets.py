@@ -170,7 +170,11 @@ def test_stdin_connected_to_listener_is_refused(tmp_path):
         listener.close()
 
 
-def test_relative_socket_name_refuses_the_run(tmp_path):
+@pytest.mark.parametrize("build", ["real", "no-mediation"])
+def test_relative_socket_name_stops_nothing_and_reaches_nothing(tmp_path, build):
+    """A listener bound to a relative name (in the work dir) cannot be located by the listing:
+    it does not refuse the run (any local user can bind one, issue 24), and the connect
+    mediation alone refuses the run's connect to it. Without the mediation it is reached."""
     sock = socket.socket(socket.AF_UNIX)
     old = os.getcwd()
     os.chdir(tmp_path)
@@ -179,11 +183,22 @@ def test_relative_socket_name_refuses_the_run(tmp_path):
     finally:
         os.chdir(old)
     sock.listen(1)
+    sock.setblocking(False)
+    weak = {} if build == "real" else build_args("weak-policy-and-probe", tmp_path, (), ())
     try:
-        result = run_no_docker(["--", "sh", "-c", "echo CMD RAN"], cwd=tmp_path)
-        assert result.returncode == 125
-        assert "P3" in result.stderr and "relative-engine.sock" in result.stderr
-        assert "CMD RAN" not in result.stdout
+        result = run_no_docker(["--", *connect_script("relative-engine.sock")], cwd=tmp_path, **weak)
+        assert result.returncode == 0, result.stderr
+        assert "P3" not in result.stderr, result.stderr
+        try:
+            sock.accept()[0].close()
+            reached = True
+        except BlockingIOError:
+            reached = False
+        if build == "real":
+            assert result.stdout.startswith("REFUSED 111"), result.stdout  # ECONNREFUSED
+            assert not reached, "the listener outside was reached"
+        else:
+            assert result.stdout.startswith("REACHED") and reached, (result.stdout, result.stderr)
     finally:
         sock.close()
 

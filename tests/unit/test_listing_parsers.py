@@ -67,6 +67,27 @@ def test_malformed_unix_listing_is_an_error_naming_the_line(data, where):
         parse_proc_net_unix(data, source="/proc/net/unix")
 
 
+LINE = b"0000000000000000: 00000002 00000000 00010000 0001 01  %d %s\n"
+
+
+def test_another_namespaces_names_may_hold_newlines_and_cost_no_socket():
+    """/proc/PID/net/unix of a namespace we may not enter (issue 24): a name holding newlines
+    (any process there can bind one) is glued back to the line it started on, a fake "line" in
+    it is one more entry; every socket's own line is still read. Our own reads stay strict."""
+    hostile = b"/srv/engine\nnewline.sock\n" + LINE % (9, b"/srv/fake.sock") + b"tail\n\nend"
+    data = UNIX + LINE % (7, hostile) + LINE % (8, b"/srv/after.sock")
+    with pytest.raises(ListingError, match="cannot parse"):
+        parse_proc_net_unix(data)
+    names = [e.name for e in parse_proc_net_unix(data, names_may_hold_newlines=True)]
+    assert names == [e.name for e in parse_proc_net_unix(UNIX)] + [
+        "/srv/engine\nnewline.sock", "/srv/fake.sock\ntail\nend", "/srv/after.sock"]
+    # Not our format: the header, or a first line before any name, still refuses.
+    header = UNIX.split(b"\n")[0] + b"\n"
+    for bad in (b"Num RefCount\n" + LINE % (1, b"/x"), header + b"garbage\n" + LINE % (1, b"/x")):
+        with pytest.raises(ListingError):
+            parse_proc_net_unix(bad, names_may_hold_newlines=True)
+
+
 @pytest.mark.parametrize("data", [b"", b"nonsense\n", TCP + b"   2: zz\n",
                                   TCP.replace(b"0100007F:094F", b"0100007F094F")])
 def test_malformed_tcp_listing_is_an_error(data):

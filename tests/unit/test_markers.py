@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from no_docker.supervisor.ending import markers
 from no_docker.supervisor.ending.lifecycle import refuse_if_stale
 from no_docker.supervisor.ending.procfs import ProcFS
@@ -18,13 +20,93 @@ from no_docker.supervisor.errors import NotProven
 
 
 def test_state_dir_precedence(tmp_path):
-    assert markers.state_dir({"NO_DOCKER_STATE_DIR": "/x", "XDG_RUNTIME_DIR": "/r"}) == "/x"
-    assert markers.state_dir({"XDG_RUNTIME_DIR": "/r"}) == "/r/no-docker"
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    assert markers.state_dir({"NO_DOCKER_STATE_DIR": "/x", "XDG_RUNTIME_DIR": str(runtime)}) == "/x"
+    assert markers.state_dir({"XDG_RUNTIME_DIR": str(runtime)}) == f"{runtime}/no-docker"
     assert markers.state_dir({"XDG_RUNTIME_DIR": "relative"}) != "relative/no-docker"  # XDG: ignored
+    # Not a private directory of ours (the XDG spec's MUST): ignored, e.g. XDG_RUNTIME_DIR=/tmp
+    # would make /tmp/no-docker one name for every user, and the first one's (issue 24).
+    for loose in ("/tmp", str(tmp_path / "missing")):
+        assert markers.state_dir({"XDG_RUNTIME_DIR": loose}) == markers.state_dir({})
+    runtime.chmod(0o755)
+    assert markers.state_dir({"XDG_RUNTIME_DIR": str(runtime)}) == markers.state_dir({})
     if os.geteuid() == 0:
         assert markers.state_dir({}) == "/run/no-docker"
     else:
         assert markers.state_dir({}) == f"/tmp/no-docker-{os.geteuid()}"
+
+
+def test_pick_fallback_takes_our_first_dir_else_the_first_free_name():
+    p = "no-docker-1000"
+    assert markers.pick_fallback(p, [], []) == p
+    assert markers.pick_fallback(p, [p], []) == f"{p}.1"  # squatted: the next name
+    assert markers.pick_fallback(p, [p, f"{p}.1", f"{p}.3"], []) == f"{p}.2"
+    # Ours wins wherever it is: a squatter's entry that comes or goes moves nothing.
+    assert markers.pick_fallback(p, [p, f"{p}.1", f"{p}.2"], [f"{p}.2"]) == f"{p}.2"
+    assert markers.pick_fallback(p, [f"{p}.2"], [f"{p}.2"]) == f"{p}.2"
+    assert markers.pick_fallback(p, [p, f"{p}.2", f"{p}.1"], [p, f"{p}.2"]) == p
+    # Only canonical indexes count: these are neither ours nor in the way.
+    odd = [f"{p}.01", f"{p}.0", f"{p}.+1", f"{p}.\u0661", f"{p}.1x", f"{p}."]
+    assert markers.pick_fallback(p, [p, *odd], odd) == f"{p}.1"
+
+
+@given(taken=st.sets(st.integers(0, 12)), mine=st.sets(st.integers(0, 12)),
+       noise=st.sets(st.integers(0, 12)))
+def test_pick_fallback_depends_on_our_dirs_alone(taken, mine, noise):
+    """Another user can add or remove entries of any name; what they cannot make is a
+    directory of ours. Once we have one, no change of theirs moves the state dir."""
+    p = "no-docker-7"
+    name = lambda i: p if i == 0 else f"{p}.{i}"  # noqa: E731
+    ours = [name(i) for i in mine]
+    chosen = markers.pick_fallback(p, [name(i) for i in taken | mine], ours)
+    assert chosen == markers.pick_fallback(p, [name(i) for i in noise | mine], ours) or not mine
+    if mine:
+        assert chosen == name(min(mine))
+    else:
+        assert chosen not in {name(i) for i in taken}  # never a name someone else holds
+
+
+def test_a_squatted_fallback_is_passed_over(tmp_path, monkeypatch):
+    """The per-user default in a sticky dir someone else wrote first (their dir, a link, a
+    file): the next name; it stays the state dir when the squatter leaves. As root, the user is
+    a made-up uid whose directories root makes (root's own default is /run/no-docker)."""
+    monkeypatch.setattr(markers, "FALLBACK_BASE", str(tmp_path))
+    tmp_path.chmod(0o1777)
+    uid = os.geteuid()
+    if uid == 0:
+        uid = 4242
+        monkeypatch.setattr(markers.os, "geteuid", lambda: uid)
+    primary = tmp_path / f"no-docker-{uid}"
+
+    def made_by(path, owner):
+        path.mkdir(mode=0o700)
+        if os.getuid() == 0:  # not root: only our own uid is possible, and it is ours already
+            os.chown(path, owner, owner)
+        return str(path)
+
+    (tmp_path / "elsewhere").mkdir()
+    primary.symlink_to(tmp_path / "elsewhere")  # not a directory by lstat: never followed
+    assert markers.state_dir({}) == f"{primary}.1"
+    primary.unlink()
+    primary.write_text("")  # a file (a hard link of one of ours is ours, and still no directory)
+    assert markers.state_dir({}) == f"{primary}.1"
+    primary.unlink()
+    if os.getuid() == 0:
+        made_by(primary, uid + 1)  # another user's directory
+        assert markers.state_dir({}) == f"{primary}.1"
+    else:
+        primary.symlink_to(tmp_path / "elsewhere")
+    (tmp_path / f"no-docker-{uid}.1").write_text("")  # a second squat
+    made = made_by(tmp_path / f"no-docker-{uid}.2", uid)
+    assert markers.state_dir({}) == made
+    if primary.is_symlink():
+        primary.unlink()
+    else:
+        primary.rmdir()
+    (tmp_path / f"no-docker-{uid}.1").unlink()
+    assert markers.state_dir({}) == made  # ours, found again: its markers stay found
+    assert os.listdir(tmp_path / "elsewhere") == []
 
 
 @pytest.mark.parametrize("value", ["state", ".state", "./x/../state"])

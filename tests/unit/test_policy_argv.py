@@ -153,3 +153,39 @@ def test_init_memory_masked_right_after_proc_and_seccomp_fd_passed_when_given():
     with_filter = bwrap_argv(POLICY, CMD, bwrap="/usr/bin/bwrap", data_fd=5, block_fd=6, status_fd=8,
                              seccomp_fd=9)
     assert position(options(with_filter), "--seccomp", "9")
+
+
+def test_others_control_a_path_only_through_a_directory_they_can_change():
+    """plan.others_control (issue 24): a listed socket is masked only where nobody but root and
+    the caller can unlink or bind it; elsewhere no mask holds and the mediation alone decides."""
+    from no_docker.supervisor.isolation.plan import others_control
+
+    me, other = 1000, 1001
+    root_dir, my_dir, sticky = (0, 0o40755), (me, 0o40700), (0, 0o41777)
+    assert not others_control([root_dir, root_dir], 0, me)  # /opt/engine/docker.sock of root
+    assert not others_control([root_dir, my_dir], me, me)
+    assert not others_control([root_dir, root_dir], other, me)  # theirs, in root's dir: they cannot unlink it
+    assert not others_control([root_dir, sticky], me, me)  # a /tmp-like dir: ours stays ours
+    assert others_control([root_dir, (other, 0o40755)], other, me)  # their directory
+    assert others_control([(other, 0o40755), root_dir], 0, me)  # they can rename what is below them
+    assert others_control([root_dir, (0, 0o40775)], 0, me)  # group-writable, not sticky
+    assert others_control([root_dir, (0, 0o40777)], 0, me)
+    assert others_control([root_dir, sticky], other, me)  # theirs to unlink and bind again
+    assert others_control([root_dir, sticky], None, me)  # a free name there: anyone's to bind
+    assert not others_control([root_dir, root_dir], None, me)
+
+
+def test_controlled_by_others_reads_the_chain_of_a_real_path(tmp_path):
+    import os
+
+    from no_docker.supervisor.isolation.plan import controlled_by_others
+
+    me = os.geteuid()
+    (tmp_path / "mine").mkdir(mode=0o755)
+    os.chmod(tmp_path / "mine", 0o755)
+    chain_is_trusted = not any(os.stat(p).st_uid not in (0, me) or (os.stat(p).st_mode & 0o022 and not
+                               os.stat(p).st_mode & 0o1000) for p in [tmp_path, *tmp_path.parents])
+    assert controlled_by_others(str(tmp_path / "mine" / "s.sock"), me) is not chain_is_trusted
+    os.chmod(tmp_path / "mine", 0o777)
+    assert controlled_by_others(str(tmp_path / "mine" / "s.sock"), me)
+    assert controlled_by_others(str(tmp_path / "gone" / "s.sock"), me)  # unreadable chain: the mediation's

@@ -11,6 +11,7 @@ The uid is one no other test uses (no passwd entry is needed), so runs of other 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -98,22 +99,72 @@ def test_every_command_works_without_a_login_session(user):
     assert os.listdir(f"/tmp/no-docker-{uid}") == []  # every run ended and removed its marker
 
 
-def test_a_squatted_fallback_is_refused_naming_it(user):
+@pytest.fixture
+def guarded(user):
+    """(uid, base, run): USER's commands in an outer guard, whose own pid namespace shows no
+    other user's pid namespaces (what the ending must settle is another slice of issue 24) and
+    whose /tmp is a private tmpfs, sticky and open to all as the host's, that the test may fill
+    with squatters' entries without touching the machine's."""
+    from no_docker.supervisor.proving.outer_guard import OuterGuard
+
     uid, base = user
-    fallback = Path(f"/tmp/no-docker-{uid}")
-    fallback.mkdir(mode=0o700)  # made by someone else first (root here)
-    result = as_user(uid, base, "run -- true")
-    assert result.returncode == 125, result.stderr
-    assert f"state dir: {fallback} belongs to uid 0, not to us" in result.stderr
-    fallback.rmdir()
-    fallback.symlink_to(base / "home")  # a link to a directory the user owns: still refused
-    result = as_user(uid, base, "run -- true")
-    assert result.returncode == 125, result.stderr
-    assert f"state dir: {fallback} is a symbolic link" in result.stderr
-    fallback.unlink()
-    fallback.mkdir(mode=0o755)
-    os.chown(fallback, uid, uid)
-    os.chmod(fallback, 0o755)  # the user's own, but others can read it
-    result = as_user(uid, base, "runs")
+    with OuterGuard(base / "canary.jsonl", share=[base]) as guard:
+        guard.run(["chmod", "1777", "/tmp"], check=True)
+
+        def run(who: int, command: str, **extra: str) -> subprocess.CompletedProcess:
+            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8",
+                   "PYTHONPATH": str(base / "pkg"), **extra}
+            done = guard.run(["setpriv", f"--reuid={who}", f"--regid={who}", "--clear-groups", "env", "-i",
+                              *(f"{k}={v}" for k, v in env.items()), SYSTEM_PYTHON, "-m",
+                              "no_docker.supervisor.cli", *shlex.split(command)], cwd=base / "work")
+            out, err = (b.decode(errors="replace") for b in (done.stdout, done.stderr))
+            return subprocess.CompletedProcess(done.args, done.returncode, out, err)
+
+        def sh(script: str) -> str:
+            return guard.run(["sh", "-c", script], check=True).stdout.decode()
+
+        yield uid, base, run, sh
+
+
+def test_a_squatted_fallback_locks_nobody_out(guarded):
+    """Anyone may create ``/tmp/no-docker-<uid>`` first (measured before issue 24: every run of
+    that user exit 125, ``state dir: ... belongs to uid N, not to us``). Another uid's dir, a
+    link, a file there: each run works, in ``/tmp/no-docker-<uid>.1``, made ours and 0700; the
+    squatter leaving moves nothing (``runs`` and ``end`` find the same markers). The user's own
+    dir that others can read is still refused: that one only the user can fix."""
+    uid, base, run, sh = guarded
+    fallback, second = f"/tmp/no-docker-{uid}", f"/tmp/no-docker-{uid}.1"
+    squatter = f"setpriv --reuid={uid + 1} --regid={uid + 1} --clear-groups"
+    for squat in (f"{squatter} mkdir -m 700 {fallback}",
+                  f"rmdir {fallback} && {squatter} ln -s {base / 'home'} {fallback}",  # a dir the user owns
+                  f"rm {fallback} && {squatter} touch {fallback}"):
+        sh(squat)
+        result = run(uid, "run --quiet -- id -u")
+        assert result.returncode == 0, (squat, result.stderr)
+        assert result.stdout.split() == [str(uid)] and "state dir" not in result.stderr
+        assert sh(f"stat -c '%u %a' {second}").split() == [str(uid), "700"], squat
+    assert os.listdir(base / "home") == []  # the link was never followed
+    sh(f"rm {fallback}")
+    for command in ("run --quiet -- true", "runs", "end --all"):
+        result = run(uid, command)
+        assert result.returncode == 0, (command, result.stderr)
+    assert sh(f"ls -d /tmp/no-docker-{uid}*").split() == [second], "the squatter left and the state dir moved"
+    sh(f"rmdir {second} && mkdir -m 755 {fallback} && chown {uid}:{uid} {fallback}")
+    result = run(uid, "runs")  # the user's own, but others can read it: only the user can fix it
     assert result.returncode == 125, result.stderr
     assert f"state dir: {fallback} is mode 755" in result.stderr and f"chmod 700 {fallback}" in result.stderr
+
+
+def test_xdg_runtime_dir_shared_by_two_users_locks_neither_out(guarded):
+    """``XDG_RUNTIME_DIR=/tmp`` (set by hand, or by a CI image) made ``/tmp/no-docker`` the state
+    dir of every such user: the first one's, and every other's run refused on it (measured: 125,
+    ``belongs to uid N``). A runtime dir that is not the user's own and private is ignored (the
+    XDG spec's MUST), and each user gets the per-user default."""
+    uid, _base, run, sh = guarded
+    for who in (uid + 1, uid):
+        result = run(who, "run --quiet -- id -u", XDG_RUNTIME_DIR="/tmp")
+        assert result.returncode == 0, (who, result.stderr)
+        assert result.stdout.split() == [str(who)], result.stdout
+    made = sh(f"stat -c %u /tmp/no-docker-{uid} /tmp/no-docker-{uid + 1}; "
+              "test -e /tmp/no-docker || echo none")
+    assert made.split() == [str(uid), str(uid + 1), "none"], made
