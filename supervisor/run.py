@@ -679,9 +679,10 @@ class Run:
             first = not self._gate_words
             self._gate_words += chunk
             return first
-        if len(self._gate_words) > 1:  # a refusal: said once (EOF is read again at the reap)
+        refusal = gate_words(self._gate_words)[1]
+        if refusal:  # a refusal: said once (EOF is read again at the reap)
             if self.gate_refusal is None:
-                self.gate_refusal = printable(self._gate_words[1:].decode("utf-8", "replace")[:500])
+                self.gate_refusal = printable(refusal.decode("utf-8", "replace")[:500])
                 print(f"no-docker: {self.gate_refusal}", file=sys.stderr)
         elif self._gate_words and not self._gate_said_done and (self.report_line or "").startswith("ok "):
             self._gate_said_done = True  # the gate let CMD start: said once, before CMD's output
@@ -841,7 +842,8 @@ class Run:
                                  "bubblewrap?")
                     return None
                 if reached and cmd_fd is None:
-                    cmd_fd = self.life.watch_command()  # the gate, about to become CMD
+                    # the gate, about to become CMD, by the pid it said
+                    cmd_fd = self.life.watch_command(gate_words(self._gate_words)[0])
                     if cmd_fd is not None:
                         self.fds.append(cmd_fd)
                         poller.register(cmd_fd, select.POLLIN)
@@ -957,6 +959,17 @@ def _reap(pid: int, *, block: bool = True) -> bool:
         return os.waitpid(pid, 0 if block else os.WNOHANG)[0] != 0
     except ChildProcessError:
         return True  # reaped already (a subreaper's wait for every child)
+
+
+def gate_words(words: bytes) -> tuple[int | None, bytes]:
+    """What the gate wrote on fd 4 (pure): its pid in the run's namespace from its first word
+    (``x<pid>\\n``; None if that is not whole) and what follows it (a refusal, or nothing)."""
+    if not words.startswith(b"x"):
+        return None, words
+    line, newline, rest = words[1:].partition(b"\n")
+    if not newline:
+        return None, b""
+    return (int(line) if line.isdigit() and len(line) <= 10 else None), rest
 
 
 def printable(text: str) -> str:

@@ -292,39 +292,44 @@ class RunLifecycle:
         self.namespace = RunNamespace(ns.ns, ns.depth, uid)
         rec.member_uid = uid
 
-    def command_pidfd(self) -> int | None:
-        """A pidfd on the sandbox's command: the init's only child, the gate that becomes CMD
-        (call it once the gate said it runs, after the release). None when it cannot be told
-        (gone already, or the init shows no single such child): the caller then relies on bwrap
-        alone, as before. (Its number in the run's namespace is not 2: the prover's tries took
-        the first ones.)
+    def command_pidfd(self, inner_pid: int | None) -> int | None:
+        """A pidfd on the sandbox's command: the gate that becomes CMD, the init's child whose
+        pid in the run's namespace is INNER_PID (the gate says it in its first word; call this
+        once it has). None when it cannot be told (CMD has exited already, or no such child): the
+        caller then relies on bwrap alone, as before. Never "the init's only child": once CMD
+        has exited, that is a daemon CMD left behind, which may never exit, while bwrap is held
+        (a run that hung for good, found in review).
 
         Why: bwrap exits only after its init has reaped the command; an init that was frozen
         or stopped from inside never does, and a supervisor that watched bwrap alone waited
         forever (red-team review). The command's own exit is what the ending can trust.
         """
         init = self.record.init if self.record is not None else None
-        if self.init_pidfd is None or init is None:
+        if self.init_pidfd is None or init is None or inner_pid is None or inner_pid < 2:
             return None
         try:
-            children = self.procfs.read(init.pid, b"task/%d/children" % init.pid).split()
-            if len(children) != 1:
-                return None
-            pid = int(children[0])
-            fd = os.pidfd_open(pid)
-        except (ProcfsError, ValueError, OSError):
+            children = [int(c) for c in self.procfs.read(init.pid, b"task/%d/children" % init.pid).split()]
+        except (ProcfsError, ValueError):
             return None
-        try:
-            st = self.procfs.stat(pid)
-            if st.ppid != init.pid or st.is_dead or self.procfs.nspid(pid)[-1] == 1:
-                os.close(fd)
-                return None
-        except (ProcfsError, IndexError):
+        for pid in children:
+            try:
+                if self.procfs.nspid(pid)[-1] != inner_pid:
+                    continue
+                fd = os.pidfd_open(pid)
+            except (ProcfsError, IndexError, ValueError, OSError):
+                continue
+            try:
+                # Read again through the pidfd's process: the pid was the init's child and had
+                # the gate's inner pid; a pid is not reused while its parent has not reaped it.
+                st = self.procfs.stat(pid)
+                if st.ppid == init.pid and not st.is_dead and self.procfs.nspid(pid)[-1] == inner_pid:
+                    return fd
+            except (ProcfsError, IndexError):
+                pass
             os.close(fd)
-            return None
-        return fd
+        return None
 
-    def watch_command(self) -> int | None:
+    def watch_command(self, inner_pid: int | None = None) -> int | None:
         """A pidfd on CMD (``command_pidfd``), and bwrap held until ``command_exited``.
 
         Why hold bwrap: when CMD exits, bwrap's init tells bwrap, bwrap exits, and the kernel
@@ -335,7 +340,7 @@ class RunLifecycle:
         still dies with us if we are killed (``--die-with-parent``: SIGKILL ends a stopped
         process). ``release_launcher`` lets it go; the ending always does that first.
         """
-        fd = self.command_pidfd()
+        fd = self.command_pidfd(inner_pid)
         if fd is None:
             # CMD cannot be told (it has exited already, its children now the init's; or the
             # init shows several children): bwrap alone tells the run's end, as before. What

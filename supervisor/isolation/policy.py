@@ -277,7 +277,10 @@ GATE_FD_CHECK = (
     'done\n'
 )
 GATE_SCRIPT = (
-    'printf x >&4 || exit 125\n'
+    # Its first word carries its own pid in the run's namespace: the supervisor holds CMD by
+    # it (RunLifecycle.command_pidfd), never by "the init's only child", which is a daemon CMD
+    # left once CMD has exited.
+    'printf "x%s\\n" "$$" >&4 || exit 125\n'
     'IFS= read -r go <&3 || go=\n'
     'exec 3<&-\n'
     '[ "$go" = go ] || exit 125\n'

@@ -51,6 +51,26 @@ def test_the_count_is_right_when_the_supervisor_hears_the_gate_late(tmp_path):
         kill_token(tok)
 
 
+def test_a_daemon_left_by_a_quick_command_is_never_taken_for_it(tmp_path):
+    """CMD leaves a setsid daemon and exits before the supervisor hears the gate: the init's
+    only child is then the daemon. Taken for CMD (as once), the supervisor waited on it while
+    bwrap was held, and the run never ended (found in review, at try 14 of a loop). The gate
+    says its own pid; the daemon is counted and ended with the run."""
+    require_bwrap()
+    tok = token()
+    try:
+        argv = [sys.executable, "-c", LATE_GATE, "--", "sh", "-c",
+                f"setsid sleep {tok} >/dev/null 2>&1 & exit 0"]
+        started = time.monotonic()
+        result = run_to_end([], cwd=tmp_path, argv=argv, timeout=30)
+        assert time.monotonic() - started < 25, "the run hung on the daemon"
+        assert result.returncode == 0, result.stderr
+        assert ", 1 process killed, 0 left," in result.stderr, result.stderr
+        assert settled_without(tok) == []
+    finally:
+        kill_token(tok)
+
+
 def test_the_count_is_right_for_concurrent_runs_on_a_loaded_machine(tmp_path):
     require_bwrap()
     from ending_cases import cli
