@@ -720,7 +720,9 @@ class Run:
             if self.terminal is not None:
                 self.terminal.close()  # the rest of the run's output; the caller's terminal as it was
             if self.mediator is not None:
-                self.mediator.stop()  # after the run's processes are gone: nothing left to answer
+                # After the run's processes are gone: nothing left to answer. The keeper's
+                # wake ends the threads waiting in RECV on any kernel (Mediator.stop).
+                self.mediator.stop(wake=self.keeper.wake if self.keeper is not None else None)
             if self.keeper is not None:
                 self.keeper.release()  # bwrap is reaped: its spawning thread may end
             if self.stdio is not None:

@@ -54,6 +54,17 @@ def receive_listener(channel: socket.socket) -> int:
     return fds[0]
 
 
+def python_under(hidden: tuple[str, ...]) -> list[str]:
+    """The directories of the running Python (venv, base install, the executable's) that lie
+    under one of HIDDEN (outermost only): what a sandbox hiding those must bind back."""
+    found = []
+    for path in (sys.prefix, sys.base_prefix, os.path.dirname(sys.executable)):
+        real = os.path.realpath(path)
+        if any(real == h or real.startswith(h + "/") for h in hidden):
+            found.append(real)
+    return [p for p in dict.fromkeys(found) if not any(o != p and p.startswith(o + "/") for o in found)]
+
+
 class Child:
     """One child under the filter; ``result()`` is the JSON its code prints last."""
 
@@ -73,6 +84,10 @@ class Child:
                     "--info-fd", str(info_w), "--block-fd", str(block_r)]
             for path in binds:
                 argv += ["--bind", path, path]
+            # The Python the child runs, back over the fresh /tmp when it lives there (a clone
+            # under /tmp: its venv), read-only, as the product's plan binds a toolchain.
+            for path in python_under(("/tmp",)):
+                argv += ["--ro-bind", path, path]
             argv += ["--", sys.executable, "-I", "-c", code]
         pid = os.fork()
         if pid == 0:  # child: nothing here may raise into pytest

@@ -69,6 +69,26 @@ def test_dedupe_by_realpath_keeps_first_of_each_file():
     assert got == ["/run/docker.sock", "/run/x"]
 
 
+def test_toolchain_dirs_follow_a_package_made_of_symlinks(tmp_path, monkeypatch):
+    """A weakened copy imports ``no_docker`` through a folder of symlinks to the copy's parts
+    (tests/regression/weakened_harness.py). Under /tmp (a clone there) the guard hides both,
+    so both are kept: the folder as imported, and the tree its parts lead to, or the canary
+    (``no_docker.canary``, not imported by the owner) is not found inside the guard."""
+    import types
+
+    tree = tmp_path / "repo"
+    (tree / "canary").mkdir(parents=True)
+    (tree / "canary" / "routes.py").write_text("")
+    pkg = tmp_path / "path" / "no_docker"
+    pkg.mkdir(parents=True)
+    (pkg / "canary").symlink_to(tree / "canary")
+    module = types.ModuleType("no_docker.canary.routes_for_this_test")
+    module.__file__ = str(pkg / "canary" / "routes.py")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    dirs = og.toolchain_dirs()
+    assert str(pkg) in dirs and str(tree) in dirs, dirs
+
+
 def test_canary_and_namespace_argv():
     argv = og.canary_argv(["c"], unix=["/a"], tcp=["[::1]:2375"], abstract=["n"], log="L", mode="refuse",
                           ready="R")
