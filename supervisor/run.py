@@ -387,7 +387,7 @@ class Run:
                 # refused (EBUSY), before bwrap could say anything.
                 raise NotProven("isolation", NESTED_LINE) from err
             raise NotProven("P12", f"cannot set up the connect mediation: {err}",
-                            "a Linux kernel with seccomp user notification (5.9+) is needed") from err
+                            "Linux 5.19+ is needed (seccomp user notification, WAIT_KILLABLE_RECV)") from err
         self.life.launched(self.pid)  # first: whatever fails next, the ending knows bwrap
         self.stdio.spawned()
         self.mediator = mediation.Mediator(listener)
