@@ -114,6 +114,7 @@ class Child:
                 os._exit(127)
         self.pid = pid
         child.close()
+        parent.settimeout(30)  # a child that never sends its listener fails the test, never hangs it
         os.close(out_w)
         os.close(info_w)
         os.close(block_r)

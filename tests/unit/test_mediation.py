@@ -13,6 +13,7 @@ import sys
 import time
 
 import pytest
+from bounded import first_read
 from hypothesis import given
 from hypothesis import strategies as st
 from mediation_harness import BWRAP, Child, no_fd_leak, spawn, weakened  # noqa: F401 - fixtures
@@ -329,7 +330,7 @@ def _spawn_paused(spawn, code: str):
     """CODE (which prints "count" and then waits for a line on stdin) started by the SPAWN
     fixture and paused there: the child and the write end of its stdin (see _resume)."""
     child, w_in = _spawn_waiting(spawn, code)
-    assert os.read(child.out_r, 6) == b"count\n"
+    assert first_read(child.out_r, 30, 6) == b"count\n"
     return child, w_in
 
 
@@ -585,7 +586,7 @@ R['abstract'] = try_unix(b'\\0x')
 done()
 """
     child, w_in = _spawn_waiting(spawn, code)
-    assert os.read(child.out_r, 6) == b"ready\n"
+    assert first_read(child.out_r, 30, 6) == b"ready\n"
     started = time.monotonic()
     child.mediator.stop()  # the supervisor is gone: the kernel answers for it
     assert time.monotonic() - started < 1.0  # threads waiting in RECV are not waited for
@@ -758,7 +759,7 @@ R['outside'] = [try_unix({path!r}) for _ in range(3)]
 done()
 """
     child, w_in = _spawn_waiting(spawn, code)
-    assert os.read(child.out_r, 7) == b"closed\n"
+    assert first_read(child.out_r, 30, 7) == b"closed\n"
     engine = servers(socket.AF_UNIX, path)
     _resume(w_in)
     assert child.result() == {"inside": [0, 0, 0], "outside": [errno.ECONNREFUSED] * 3}
@@ -873,7 +874,7 @@ def test_an_in_process_run_leaves_no_thread_and_no_fd(tmp_path):
     had before, at once: no thread of the run (mediator, keeper, stdio relays) and no fd of it
     (listener, pidfds, pipes) is left. (That the mediator threads end without the kernel's
     help is shown by test_stop_ends_every_thread_while_the_filter_still_has_users.)"""
-    from forked import in_a_child
+    from bounded import in_a_child
 
     def job() -> bytes:
         from no_docker.supervisor import run as run_mod

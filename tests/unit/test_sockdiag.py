@@ -176,7 +176,7 @@ def test_another_namespace_is_dumped_from_inside_it(tmp_path):
     Bounded both ways: each side closes its copies of the other's pipe ends, so a child that
     fails (an unshare refused) gives EOF at once, never a read that waits for ever; the child
     is killed if it has not ended in time."""
-    from forked import first_read, reap
+    from bounded import first_read, reap
 
     _linux.load()
     flags = _linux.CLONE_NEWNET | (0 if os.geteuid() == 0 else CLONE_NEWUSER)

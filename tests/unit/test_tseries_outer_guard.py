@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from bounded import readline
 from no_docker.supervisor.proving import outer_guard as og
 
 REPO = Path(__file__).resolve().parents[2]
@@ -351,7 +352,7 @@ def test_guard_dies_with_its_owner_even_on_sigkill(tmp_path, spawn):
 
     owner = spawn([sys.executable, "-c", OWNER, str(tmp_path / "canary.jsonl"), json.dumps(canary_prefix())],
                   stdout=subprocess.PIPE)
-    state = json.loads(owner.stdout.readline())
+    state = json.loads(readline(owner.stdout, 60, "the guard's state"))
     try:
         assert og.processes_in_namespace("pid", state["pidns"]), "the guard never came up"
         owner.send_signal(signal.SIGKILL)

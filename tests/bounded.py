@@ -1,6 +1,6 @@
-"""A bounded forked child for tests that need a fresh process of their own (a run in-process,
-a namespace to unshare): whatever the child does, the test gets its answer or a failure within
-the timeout, and the child is reaped.
+"""Bounded waits for tests: a forked child (a run in-process, a namespace to unshare), reads
+from a child's pipe, reaping. Whatever the child does, the test gets its answer or a failure
+within the timeout, and the child is reaped.
 
 Why not a bare ``os.fork()`` and ``os.read``: the parent must close its copy of the pipe's write
 end, or a child that dies before writing leaves the read blocked for ever (the hang of
@@ -15,6 +15,7 @@ import signal
 import time
 import traceback
 from collections.abc import Callable
+from typing import IO
 
 
 class ChildFailed(AssertionError):
@@ -67,11 +68,12 @@ def read_until_eof(fd: int, timeout: float) -> tuple[bytes, bool]:
         data += chunk
 
 
-def first_read(fd: int, timeout: float) -> bytes:
-    """What one read of FD gives once readable (b"" at EOF); ChildFailed after TIMEOUT."""
+def first_read(fd: int, timeout: float, size: int = 65536) -> bytes:
+    """What one read of FD (at most SIZE bytes) gives once readable (b"" at EOF);
+    ChildFailed when nothing is readable within TIMEOUT."""
     if not select.select([fd], [], [], timeout)[0]:
         raise ChildFailed(f"nothing on fd {fd} within {timeout} s")
-    return os.read(fd, 65536)
+    return os.read(fd, size)
 
 
 def reap(pid: int, timeout: float) -> int:
@@ -84,3 +86,12 @@ def reap(pid: int, timeout: float) -> int:
         time.sleep(0.005)
     os.kill(pid, signal.SIGKILL)
     return os.waitpid(pid, 0)[1]
+
+
+def readline(stream: IO[str] | IO[bytes], timeout: float, what: str = "a line") -> str | bytes:
+    """One line from STREAM (a Popen pipe), or ChildFailed when none is readable within
+    TIMEOUT (a child that hangs before its line fails the test instead of hanging it).
+    EOF gives an empty line, as readline() does."""
+    if not select.select([stream], [], [], timeout)[0]:
+        raise ChildFailed(f"no {what} within {timeout} s")
+    return stream.readline()
