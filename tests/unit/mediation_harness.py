@@ -20,6 +20,7 @@ from no_docker.supervisor.isolation import mediation, syscall_filter
 from no_docker.supervisor.isolation import syscalls as _linux
 
 BWRAP = "/usr/bin/bwrap"
+CLONE_NEWUSER = 0x10000000  # linux/sched.h
 SIOCSIFFLAGS, IFF_UP_RUNNING_LOOPBACK = 0x8914, 0x1 | 0x8 | 0x40
 
 
@@ -94,7 +95,9 @@ class Child:
             try:
                 parent.close()
                 if not bwrap:
-                    _linux.unshare(_linux.CLONE_NEWNET)
+                    # As an ordinary user, a user namespace too (as bwrap makes the run's): the
+                    # mediator then reads the namespace the owner's way (sockdiag.open_diag).
+                    _linux.unshare(_linux.CLONE_NEWNET | (0 if os.geteuid() == 0 else CLONE_NEWUSER))
                     _loopback_up()
                 if p13:  # the run's deny filter: its AF_VSOCK and MSG_FASTOPEN rules (P13)
                     _linux.install_filter(syscall_filter.program(os.uname().machine), 0)

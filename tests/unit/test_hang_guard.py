@@ -3,6 +3,7 @@ naming it, and the suite goes on."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -33,7 +34,8 @@ def test_a_hanging_test_fails_with_one_line_and_the_suite_goes_on(tmp_path):
     started = time.monotonic()
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", str(tmp_path)]
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "NO_DOCKER_TEST_TIMEOUT": "1"})
+                          env={"PATH": "/usr/bin:/bin", "NO_DOCKER_TEST_TIMEOUT": "1",
+                               **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}})
     took = time.monotonic() - started
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed, 1 passed" in done.stdout, done.stdout

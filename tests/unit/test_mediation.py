@@ -168,7 +168,7 @@ done()
     assert engine.accepted() == 0
     [refusal] = child.mediator.summary()
     assert refusal["target"] == str(tmp_path / "engine.sock")
-    assert refusal["count"] == 3 and refusal["callers"][0]["command"] == "python"
+    assert refusal["count"] == 3 and refusal["callers"][0]["command"] == os.path.basename(sys.executable)[:15]
     assert refusal["callers"][0]["pid"] > 0 and refusal["reason"] == "bound outside the run"
     # control: the same child without mediation reaches it (so the refusal is the mediator's)
     control = spawn(PRELUDE + f"R['outside'] = try_unix({str(tmp_path / 'engine.sock')!r}); done()",
