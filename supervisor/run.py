@@ -526,7 +526,7 @@ class Run:
                 # refused (EBUSY), before bwrap could say anything.
                 raise NotProven("isolation", NESTED_LINE) from err
             raise NotProven("P12", f"cannot set up the connect mediation: {err}",
-                            "a Linux kernel with seccomp user notification (5.9+) is needed") from err
+                            "Linux 5.19+ is needed (seccomp user notification, WAIT_KILLABLE_RECV)") from err
         self.life.launched(self.pid)  # first: whatever fails next, the ending knows bwrap
         # The OOM killer takes the run first (bwrap now; its init before the release, _hold_init):
         # tmpfs pages count in no process's RSS, so by size alone it took the supervisor.
@@ -899,7 +899,9 @@ class Run:
             if self.terminal is not None:
                 self.terminal.close()  # the rest of the run's output; the caller's terminal as it was
             if self.mediator is not None:
-                self.mediator.stop()  # after the run's processes are gone: nothing left to answer
+                # After the run's processes are gone: nothing left to answer. The keeper's
+                # wake ends the threads waiting in RECV on any kernel (Mediator.stop).
+                self.mediator.stop(wake=self.keeper.wake if self.keeper is not None else None)
             if self.keeper is not None:
                 self.keeper.release()  # bwrap is reaped: its spawning thread may end
             if self.stdio is not None:

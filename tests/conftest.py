@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hang_guard import pytest_runtest_protocol  # noqa: F401 - a hook: every test is bounded
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -54,6 +54,7 @@ import os
 import select
 import stat
 import struct
+import time
 
 from ..record import Factory, record
 from . import sockdiag
@@ -362,13 +363,16 @@ def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ..
             result["pid"] = spawn_bwrap()
         except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
             result["error"] = err
-            keeper.release()
+            keeper.release(timeout=0)  # this very thread: it ends right below
         finally:
             done.release()
         # bwrap's --die-with-parent is PR_SET_PDEATHSIG, whose "parent" is the *thread* that
         # created it (prctl(2)): this thread stays until the run is over (Keeper.release).
         # Meanwhile it forks what must carry the run's filters (Keeper.fork: the prover).
-        keeper.serve()
+        try:
+            keeper.serve()
+        finally:
+            keeper.gone.release()
 
     _thread.start_new_thread(spawn, ())
     done.acquire()
@@ -386,33 +390,48 @@ class Keeper:
     That thread carries the run's filters (the connect mediation's and the deny filter):
     :meth:`fork` has it fork a child that inherits exactly those filter objects (a child gets
     the filters of the thread that forks it, seccomp(2)), so the prover tries the very filters
-    the run has, not a copy."""
+    the run has, not a copy; :meth:`wake` has it make one connect of its own, a notification
+    that wakes a mediator thread waiting in RECV (Mediator.stop)."""
+
+    WAKE_TIMEOUT = 1.0
 
     def __init__(self) -> None:
         self._lock = _thread.allocate_lock()
         self._lock.acquire()
-        self._request: Callable[[], None] | None = None
+        self._request: tuple[bool, Callable[[], None]] | None = None  # (fork?, what to run)
         self._answer: dict[str, object] = {}
         self._done = _thread.allocate_lock()
         self._done.acquire()
+        self._stuck = False  # a wake not answered in time: the thread is still in it
+        self._released = False
+        self.gone = _thread.allocate_lock()  # released as the thread ends (release() joins on it)
+        self.gone.acquire()
 
     def serve(self) -> None:
-        """The spawning thread's life after the spawn: fork on request, until released."""
+        """The spawning thread's life after the spawn: fork or call on request, until released."""
         while True:
             self._lock.acquire()
-            child = self._request
-            if child is None:
+            request, self._request = self._request, None
+            if request is None:
                 return  # released: the run is over
-            self._request = None
+            forking, job = request
+            if not forking:
+                try:
+                    job()
+                    self._answer = {}
+                except Exception as err:  # noqa: BLE001 - handed to the caller's thread
+                    self._answer = {"error": err}
+                self._done.release()
+                continue
             try:
                 pid = os.fork()
             except OSError as err:
                 self._answer = {"error": err}
             else:
-                if pid == 0:  # pragma: no cover - the child: runs CHILD, never returns
+                if pid == 0:  # pragma: no cover - the child: runs JOB, never returns
                     code = 70
                     try:
-                        child()
+                        job()
                         code = 0
                     finally:
                         os._exit(code)
@@ -422,7 +441,7 @@ class Keeper:
     def fork(self, child: Callable[[], None]) -> int:
         """Fork from the spawning thread; the child runs CHILD and exits (0, or 70 when it
         raised). The child's pid; OSError when the fork failed."""
-        self._request = child
+        self._request = (True, child)
         self._lock.release()
         self._done.acquire()
         answer, self._answer = self._answer, {}
@@ -430,10 +449,44 @@ class Keeper:
             raise answer["error"]  # type: ignore[misc]
         return answer["pid"]  # type: ignore[return-value]
 
-    def release(self) -> None:
-        if self._lock.locked():
+    def wake(self, waiting: Callable[[], bool]) -> bool:
+        """While WAITING() says a mediator thread waits in RECV: one ``connect`` of the
+        spawning thread, which carries the mediation filter. The kernel hands it to a thread
+        waiting in RECV as a notification like any other (a stopping thread answers it ENOSYS
+        and ends), or answers ENOSYS itself once the listener is closed (the last mediator
+        thread out closes it), so no connect here waits for ever. No address and fd -1: the
+        filter notifies before connect looks at either. All in that thread: one hand-over for
+        every wake (measured here, two threads woken and joined by stop(): ~0.2 ms when the
+        CPUs were busy 2 ms before, as in an ending; ~0.5 ms after 10 ms idle, the virtual
+        CPUs' wake-ups). False when the thread is gone, or did not come back within
+        WAKE_TIMEOUT (it is then left to that answer: no further wake)."""
+        from . import syscalls as _linux
+
+        if self._stuck or self._released:
+            return False
+        deadline = time.monotonic() + self.WAKE_TIMEOUT
+
+        def wakes() -> None:
+            while waiting() and time.monotonic() < deadline:
+                _linux.connect_raw(-1, b"")
+
+        self._request = (False, wakes)
+        self._lock.release()
+        if not self._done.acquire(timeout=self.WAKE_TIMEOUT + 0.1):
+            self._stuck = True
+            return False
+        self._answer = {}
+        return True
+
+    def release(self, timeout: float = 1.0) -> None:
+        """Let the spawning thread end, and wait (TIMEOUT) until it has: nothing of the run
+        outlives the ending in this process (an in-process run leaves no thread)."""
+        if not self._released:
+            self._released = True
             self._request = None
             self._lock.release()
+        if self.gone.acquire(timeout=timeout) if timeout > 0 else self.gone.acquire(False):
+            self.gone.release()
 
 
 PIDFD_THREAD = os.O_EXCL  # linux/pidfd.h
@@ -496,11 +549,12 @@ class Mediator:
     the same CPU; a hand-over to a thread waiting on a lock cost 3-20 µs here, the woken
     thread taking the GIL from another CPU.)
 
-    Stopping: a thread in RECV cannot be woken from here (no signal reaches these threads).
-    It does not need to be: it returns when the filter has no task left (Linux 6.11:
-    seccomp_notify_recv returns then) or when a notification comes, which, once stopping, it
-    answers ENOSYS (what the kernel answers once the listener is gone) before it ends; the
-    last thread out closes the listener when :meth:`stop` could not (see there).
+    Stopping: a thread in RECV cannot be woken by a signal (they are all blocked here) and
+    need not return when the run's last task exits (Linux 6.11 made RECV return then; before,
+    it waits for the next notification). So :meth:`stop` sends one: a connect of the thread
+    that spawned bwrap (``Keeper.wake``), which carries the filter; a stopping thread answers
+    any notification ENOSYS (what the kernel answers once the listener is gone) and ends, and
+    the last thread out closes the listener when :meth:`stop` could not (see there).
 
     All signals are blocked in these threads: a connect of ours is never cut short by EINTR.
     The listener has SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6; ignored before): the
@@ -581,30 +635,44 @@ class Mediator:
         except OSError:
             pass
 
-    def stop(self, timeout: float = 2.0) -> None:
+    def stop(self, timeout: float = 2.0, wake: Callable[[Callable[[], bool]], bool] | None = None) -> None:
         """Close the listener (the kernel answers ENOSYS to whatever is still pending) and end
         the threads. A thread stuck in a connect to a run socket is released when the run's
         processes are gone (its peer closes); it is a daemon thread either way.
 
-        Threads waiting in RECV are not waited for, and while any thread runs the listener is
-        left to the last one out to close (each answers ENOSYS to what it receives meanwhile,
-        as the kernel does once the listener is closed): its number is never closed while a
-        thread may still use it, so no thread ever acts on a number reused since. They return
-        once no task holds the filter (Linux 6.11; the thread that spawned bwrap lets go of it
-        right after this), or at the next notification. Before 6.11 a thread in RECV stays
-        until the supervisor exits (one process per run: nothing piles up)."""
+        While any thread runs the listener is left to the last one out to close (each answers
+        ENOSYS to what it receives meanwhile, as the kernel does once the listener is closed):
+        its number is never closed while a thread may still use it, so no thread ever acts on
+        a number reused since.
+
+        WAKE (``Keeper.wake``: connects by a task that carries the filter, while the predicate
+        it is given says a thread waits) ends the threads waiting in RECV, and every thread is
+        joined (TIMEOUT in all): each wake is a notification, which one of them receives,
+        answers ENOSYS and ends on. Why
+        not wait for the kernel: RECV returns when the filter has no task left only since
+        Linux 6.11 (seccomp_notify_recv's recv_wait_event, "seccomp: interrupt
+        SECCOMP_IOCTL_NOTIF_RECV when all users have exited"); before, it waits for the next
+        notification, however long no task can send one (the listener's POLLHUP, Linux 5.8,
+        wakes poll(2) only), and the filter keeps users as long as the spawning thread lives,
+        or any task of the run the ending could not end. A wake works on every kernel with
+        user notification. Without WAKE (the supervisor is gone, as the tests play it; the
+        run's tasks may still live), threads in RECV are not waited for: they end at the next
+        notification, or, on Linux 6.11+, once no task holds the filter."""
         self._stopping = True
         with self._lock:
             self._closing = True
             working = [w.done for w in self._workers if not w.parked]
+        deadline = time.monotonic() + timeout
         for done in working:
-            if done.acquire(timeout=timeout):
+            if done.acquire(timeout=max(0.0, deadline - time.monotonic())):
                 done.release()
         with self._lock:
             if not self._workers and self.listener >= 0:
                 self._close_listener()
             else:
                 self._close_when_last = True
+        if wake is not None:
+            self._wake_parked(wake, deadline)
         os.close(self.failed_r)
         os.close(self._failed_w)
         with self._lock:
@@ -612,6 +680,24 @@ class Mediator:
                 os.close(self._known.popitem()[1])  # out of the cache before closed: see _remember
         if self._diag:
             self._diag.close()
+
+    def _wake_parked(self, wake: Callable[[Callable[[], bool]], bool], deadline: float) -> None:
+        """WAKE the threads waiting in RECV, then join every thread (until DEADLINE). Once
+        stopping no thread parks again, so what is not parked now is ending, or in a connect
+        that ends with the run (joined above). A thread marked parked but not yet in RECV gets
+        the notification when it gets there (it stays queued); one that left RECV on its own
+        meanwhile ends too, and the last one out closes the listener, which answers the wake."""
+        if self._parked():
+            wake(self._parked)
+        with self._lock:
+            workers = list(self._workers)
+        for worker in workers:
+            if worker.done.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                worker.done.release()
+
+    def _parked(self) -> bool:
+        with self._lock:
+            return any(w.parked for w in self._workers)
 
     def _close_listener(self) -> None:
         if not self._lost:

@@ -412,7 +412,11 @@ def toolchain_dirs() -> list[str]:
     for name, module in list(sys.modules.items()):
         where = getattr(module, "__file__", None) if name.startswith("no_docker.") else None
         if where:
+            # Both: the package as imported (a folder of symlinks for a weakened copy) and the
+            # folder its parts lead to, the copy's tree (which, in a clone under /tmp, the
+            # guard's tmpfs would hide: `no_docker.canary` not found inside).
             dirs.append(os.path.dirname(os.path.dirname(os.path.abspath(where))))
+            dirs.append(os.path.dirname(os.path.dirname(os.path.realpath(where))))
     return list(dict.fromkeys(dirs))
 
 

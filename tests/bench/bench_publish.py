@@ -98,7 +98,7 @@ def measure(argv: list[str], port: int, connections: int, megabytes: int, cwd: s
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=30)
     return {"connections": connections, "connections_per_s": round(connections / conn_s, 1),
             "ms_per_connection": round(conn_s / connections * 1000, 3),
             "bulk_megabytes": megabytes, "bulk_received_ok": got == size,

@@ -205,7 +205,8 @@ def bench_startup_breakdown(runs: int, warmup: int, cwd: Path, installed: Path |
             if name in errors:
                 continue
             t0 = time.perf_counter()
-            done = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            done = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  timeout=120)
             ms = (time.perf_counter() - t0) * 1000
             if done.returncode != 0:
                 errors[name] = f"exit {done.returncode}: {done.stderr.decode(errors='replace')[-200:]}"
@@ -242,7 +243,7 @@ def bench_sequential(runs: int, cwd: Path, script: Path) -> dict:
             for _ in range(runs):
                 t0 = time.perf_counter()
                 done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE)
+                                      stderr=subprocess.PIPE, timeout=120)
                 times.append((time.perf_counter() - t0) * 1000)
                 orphans += bench_run.reap_orphans(grace_s=0.0)[0]
                 if done.returncode != 0:
@@ -324,7 +325,7 @@ def _batch(k: int, argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[flo
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+                proc.wait(timeout=30)
     return (time.perf_counter() - t0) * 1000, results
 
 

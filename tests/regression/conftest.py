@@ -52,7 +52,7 @@ def skip_without_namespaces() -> None:
             if int(fh.read().strip() or 0) == 0:
                 pytest.skip("no user namespaces (user.max_user_namespaces = 0) and not root")
         probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "--net", "true"],
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, timeout=120)
         if probe.returncode != 0:
             pytest.skip(f"unprivileged user namespaces are disabled: {probe.stderr.strip()}")
 
@@ -138,14 +138,14 @@ def make_mutant(work: Path) -> Path:
     if not DEVENV.is_dir():
         pytest.fail(f"waits for the fixture target {DEVENV.relative_to(REPO)}", pytrace=False)
     shutil.copytree(DEVENV, work, dirs_exist_ok=True)
-    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    subprocess.run(["git", "init", "-q", str(work)], check=True, timeout=120)
     target = sorted(p for p in work.iterdir() if p.suffix in (".sh", ".py") and p.is_file())
     if not target:
         pytest.fail(f"{DEVENV} holds no .sh or .py target", pytrace=False)
     out = work / f"mutant{target[0].suffix}"
     done = subprocess.run(no_docker_argv("mutants", "apply", str(PAYLOAD), str(target[0]), "--out", str(out),
                                         "--at", MUTANT_MARKER),
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         pytest.fail(f"no-docker mutants apply failed ({done.returncode}): {done.stderr.strip()}",
                     pytrace=False)

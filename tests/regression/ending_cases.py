@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from bounded import readline
 from isolation_cases import cli, require_bwrap
 
 __all__ = ["cli", "require_bwrap"]
@@ -169,7 +170,7 @@ class Supervisor:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        self.proc.wait()
+        self.proc.wait(timeout=30)
 
 
 def _read_available(fd: int) -> bytes:
@@ -246,10 +247,10 @@ def orphaned_run(script: str) -> str:
     owner = subprocess.Popen([sys.executable, "-c", ORPHANING_OWNER, script], stdout=subprocess.PIPE,
                              text=True, start_new_session=True)
     try:
-        run_id = owner.stdout.readline().strip()  # type: ignore[union-attr]
+        run_id = readline(owner.stdout, 60, "run id from the orphaning owner").strip()  # type: ignore[arg-type]
     finally:
         owner.send_signal(signal.SIGKILL)
-        owner.wait()
+        owner.wait(timeout=30)
     assert run_id, "the orphaning owner did not start its run"
     return run_id
 

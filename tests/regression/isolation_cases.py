@@ -32,7 +32,7 @@ def require_bwrap() -> str:
     if bwrap is None:
         pytest.skip("bubblewrap is not installed (apt-get install bubblewrap)")
     probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-all", "true"], capture_output=True,
-                           text=True)
+                           text=True, timeout=120)
     if probe.returncode != 0:
         pytest.skip(f"bwrap cannot create namespaces here: {probe.stderr.strip()}")
     return bwrap
@@ -48,7 +48,7 @@ def run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeou
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        proc.wait(timeout=30)
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(errors="replace"),
                                        err.decode(errors="replace"))
@@ -75,4 +75,4 @@ class Sleeper:
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.wait()
+        self.proc.wait(timeout=30)

@@ -22,7 +22,7 @@ def test_writes_land_only_where_allowed(tmp_path):
     work, rw, sibling = tmp_path / "work", tmp_path / "rw", tmp_path / "sibling"
     for d in (work, rw, sibling):
         d.mkdir()
-    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    subprocess.run(["git", "init", "-q", str(work)], check=True, timeout=120)
     home = Path(os.path.realpath(os.environ["HOME"]))
     watched = [home / ".bashrc", home / ".profile", work / ".git" / "config",
                work / ".git" / "hooks" / "pre-commit"]

@@ -74,7 +74,7 @@ def test_tiocsti_never_reaches_the_callers_terminal(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=30)
         os.close(master)
         os.close(slave)
     text = output.decode(errors="replace")

@@ -39,7 +39,8 @@ def test_inside_view(tmp_path):
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(tmp_path / "outside.sock"))
     listener.listen(1)
-    made = subprocess.run(["ipcmk", "-M", "4096"], capture_output=True, text=True, check=True).stdout
+    made = subprocess.run(["ipcmk", "-M", "4096"], capture_output=True, text=True, check=True,
+                          timeout=120).stdout
     shm_id = made.split()[-1]
     work = tmp_path / "work"
     work.mkdir()
@@ -50,7 +51,7 @@ def test_inside_view(tmp_path):
         assert result.returncode == 0, result.stderr
         view = json.loads(result.stdout)
     finally:
-        subprocess.run(["ipcrm", "-m", shm_id], capture_output=True)
+        subprocess.run(["ipcrm", "-m", shm_id], capture_output=True, timeout=120)
         listener.close()
     assert len(view["pids"]) <= 3 and 1 in view["pids"], view["pids"]  # init, the command
     assert view["unix"] == [], view["unix"]

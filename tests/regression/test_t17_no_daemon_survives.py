@@ -40,7 +40,7 @@ def test_daemon_does_not_survive_a_sigkilled_supervisor(tmp_path):
     try:
         sup.wait_line("ready")
         sup.signal(signal.SIGKILL)
-        sup.proc.wait()
+        sup.proc.wait(timeout=30)
         deadline = time.monotonic() + 2.0
         left = settled_without(tok, 0.0)
         while left and time.monotonic() < deadline:

@@ -27,13 +27,13 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not 
 def repo_with(tmp_path: Path, workflows: dict[str, str], files: dict[str, str] | None = None) -> Path:
     repo = tmp_path / "repo"
     (repo / ".github" / "workflows").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=120)
     for name, text in workflows.items():
         (repo / ".github" / "workflows" / name).write_text(text)
     for rel, text in (files or {}).items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
-    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, timeout=120)
     return repo
 
 
@@ -83,7 +83,8 @@ def test_t19_isolated_steps_last_pass(tmp_path: Path) -> None:
     workflows = {p.name: p.read_text() for p in FIXTURES.glob("good-*.yml")}
     workflows["copied-guard.yml"] = (REPO / "ci" / "workflows" / "guard.yml").read_text()
     workflows.update({p.name: p.read_text() for p in (REPO / ".github" / "workflows").glob("*.y*ml")})
-    stanza = subprocess.run(no_docker_argv("stanza", "--script"), capture_output=True, text=True, check=True)
+    stanza = subprocess.run(no_docker_argv("stanza", "--script"), capture_output=True, text=True, check=True,
+                            timeout=120)
     # the project's workflow uses the local action `./ci`; the good fixture runs a stanza script
     files = {"ci/action.yml": (REPO / "ci" / "action.yml").read_text(), "tests/suite.sh": stanza.stdout}
     # Reviewed declarations (`# no-docker: unisolated: REASON`) are accepted only on request.

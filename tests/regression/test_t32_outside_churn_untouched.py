@@ -55,7 +55,7 @@ def test_churn_outside_is_untouched_and_does_not_stop_the_proof(tmp_path):
     finally:
         for proc in (*churners, watcher):
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=30)
         kill_token(tok)
     out = watcher.stdout.read()
     assert "got" not in out, f"an outside process received signals: {out}"

@@ -36,5 +36,5 @@ def test_outside_zombie_does_not_block_the_proof(tmp_path):
         assert _state(zombie.pid) == "Z", "the outside zombie was touched"
         assert settled_without(tok) == []
     finally:
-        zombie.wait()
+        zombie.wait(timeout=30)
         kill_token(tok)

@@ -76,6 +76,6 @@ def test_nested_namespace_members_are_seen_and_ended(tmp_path):
                 entered.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 entered.kill()
-                entered.wait()
+                entered.wait(timeout=30)
         kill_token(tok)
         end_all()

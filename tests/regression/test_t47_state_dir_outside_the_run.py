@@ -30,7 +30,7 @@ from no_docker.supervisor.ending.procfs import ProcFS
 def _dead_owner() -> dict[str, int]:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     start = ProcFS().stat(child.pid).start_time
-    child.wait()
+    child.wait(timeout=30)
     return {"pid": child.pid, "start_time": start}
 
 

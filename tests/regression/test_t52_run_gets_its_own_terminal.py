@@ -151,7 +151,7 @@ class CallerTerminal:
                 pass
         if self.proc.poll() is None:
             self.proc.kill()  # the caller; no-docker ends its run on the terminal's hang-up
-        self.proc.wait()
+        self.proc.wait(timeout=30)
         if pidfd is not None:
             if not select.select([pidfd], [], [], 0)[0]:
                 signal.pidfd_send_signal(pidfd, signal.SIGTERM)

@@ -42,4 +42,4 @@ def test_a_link_to_a_fifo_outside_is_never_opened(tmp_path, name):
             writer.wait(timeout=10)
         except subprocess.TimeoutExpired:
             writer.kill()
-            writer.wait()
+            writer.wait(timeout=30)

@@ -97,7 +97,7 @@ def run_with_stdin(cwd, stdin_fd: int, *command: str, timeout: float = 60) -> su
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
         os.killpg(proc.pid, 9)
-        proc.wait()
+        proc.wait(timeout=30)
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(errors="replace"),
                                        err.decode(errors="replace"))
@@ -156,7 +156,7 @@ def test_a_connected_socket_on_stdio_keeps_working_through_a_pipe(tmp_path):
         outside.close()
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
-            proc.wait()
+            proc.wait(timeout=30)
         proc.stderr.close()
 
 
@@ -173,7 +173,7 @@ def test_a_socket_passed_in_from_outside_cannot_connect(tmp_path):
     try:
         deadline = time.monotonic() + 60
         while not (work / "ready").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=30)[1]
             time.sleep(0.02)
         carrier = socket.socket(socket.AF_UNIX)
         carrier.connect(str(work / "in.sock"))  # the run's own socket, reached from outside
@@ -188,7 +188,7 @@ def test_a_socket_passed_in_from_outside_cannot_connect(tmp_path):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
-            proc.wait()
+            proc.wait(timeout=30)
         given.close()
         stand_in.close()
 
@@ -198,7 +198,7 @@ def own_non_loopback_addresses() -> list[tuple[int, str]]:
     found = []
     for family, flag in ((socket.AF_INET, "-4"), (socket.AF_INET6, "-6")):
         done = subprocess.run(["ip", flag, "-o", "addr", "show", "scope", "global"], capture_output=True,
-                              text=True)
+                              text=True, timeout=120)
         found += [(family, line.split()[3].split("/")[0]) for line in done.stdout.splitlines()
                   if len(line.split()) > 3]
     return found

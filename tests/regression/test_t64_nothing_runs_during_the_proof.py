@@ -104,7 +104,8 @@ def test_a_process_the_proof_left_refuses_the_run(tmp_path, tools_dir):
     assert "P1 not proven: processes" in result.stderr and "outlived it" in result.stderr, result.stderr
     assert not marker.exists(), "CMD ran although something of the proof lived on"
     # A duration nothing else uses: the stand-in's own leftover, found by its command line.
-    left = subprocess.run(["pgrep", "-f", "^sleep 31.6417$"], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(["pgrep", "-f", "^sleep 31.6417$"], capture_output=True, text=True,
+                          timeout=120).stdout.split()
     for pid in left:  # ours (the test's stand-in) and never to be left: end it, then fail
         os.kill(int(pid), signal.SIGKILL)
     assert not left, "a process of the proof outlived the run"

@@ -91,14 +91,14 @@ def tiny_repo(tmp_path):
 def _patch(tmp_path: Path, repo: Path, name: str, breaks: str, old: str, new: str) -> Path:
     """A weakening patch made the documented way: edit a scratch copy, ``diff -ru`` it."""
     scratch = tmp_path / "scratch"
-    subprocess.run(["cp", "-r", str(repo), str(scratch)], check=True)
+    subprocess.run(["cp", "-r", str(repo), str(scratch)], check=True, timeout=120)
     target = scratch / "supervisor" / "limits.py"
     target.write_text(target.read_text().replace(old, new))
     diff = subprocess.run(["diff", "-ru", "supervisor/limits.py", str(target)], cwd=repo,
-                          capture_output=True, text=True).stdout
+                          capture_output=True, text=True, timeout=120).stdout
     diff = re.sub(r"^--- .*$", "--- a/supervisor/limits.py", diff, count=1, flags=re.M)
     diff = re.sub(r"^\+\+\+ .*$", "+++ b/supervisor/limits.py", diff, count=1, flags=re.M)
-    subprocess.run(["rm", "-rf", str(scratch)], check=True)
+    subprocess.run(["rm", "-rf", str(scratch)], check=True, timeout=120)
     path = tmp_path / name
     path.write_text(f"# breaks: {breaks}\n# why: test of the harness\n{diff}")
     return path
@@ -144,7 +144,8 @@ def test_harness_leaves_no_process_of_a_weakened_build_behind(tiny_repo, tmp_pat
 
     def leaked() -> list[int]:
         # The daemon carries the copy's path in its environment (NO_DOCKER_WEAKENED_COPY).
-        found = subprocess.run(["pgrep", "-f", "^sleep 3600$"], capture_output=True, text=True).stdout.split()
+        found = subprocess.run(["pgrep", "-f", "^sleep 3600$"], capture_output=True, text=True,
+                               timeout=120).stdout.split()
         out = []
         for pid in found:
             try:
@@ -281,7 +282,7 @@ def test_the_harness_removes_only_empty_run_cgroups():
         assert os.path.exists(busy.path), "a cgroup with a live member was removed"
     finally:
         member.kill()
-        member.wait()
+        member.wait(timeout=30)
     assert busy.wait_empty(time.monotonic() + 5)
     wh.remove_empty_leaves([busy.path], min_age=3600)  # empty now, but too young: left alone
     assert os.path.exists(busy.path)

@@ -154,9 +154,9 @@ def make_copy(repo: Path, into: Path) -> Path:
 
 def apply_patch(copy: Path, patch: Path) -> str | None:
     """``git apply`` the patch in the copy (its own repository); the error text, or None."""
-    subprocess.run(["git", "init", "-q", str(copy)], check=True, capture_output=True)
+    subprocess.run(["git", "init", "-q", str(copy)], check=True, capture_output=True, timeout=120)
     done = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=copy,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=120)
     return None if done.returncode == 0 else (done.stderr.strip() or f"git apply exited {done.returncode}")
 
 

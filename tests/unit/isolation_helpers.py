@@ -25,7 +25,8 @@ def bwrap_works() -> str | None:
     """None when bwrap can build a sandbox here, else the reason (for pytest.skip)."""
     if BWRAP is None:
         return "bubblewrap is not installed (apt-get install bubblewrap)"
-    probe = subprocess.run([BWRAP, "--ro-bind", "/", "/", "--unshare-all", "true"], capture_output=True)
+    probe = subprocess.run([BWRAP, "--ro-bind", "/", "/", "--unshare-all", "true"], capture_output=True,
+                           timeout=120)
     if probe.returncode != 0:
         return f"bwrap cannot create namespaces here: {probe.stderr.decode(errors='replace').strip()}"
     return None
@@ -161,7 +162,7 @@ def run_no_docker(args: list[str], *, cwd: Path, env: dict[str, str] | None = No
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
         os.killpg(proc.pid, 9)
-        proc.wait()
+        proc.wait(timeout=30)
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(errors="replace"),
                                        err.decode(errors="replace"))

@@ -20,6 +20,7 @@ from no_docker.supervisor.isolation import mediation, syscall_filter
 from no_docker.supervisor.isolation import syscalls as _linux
 
 BWRAP = "/usr/bin/bwrap"
+CLONE_NEWUSER = 0x10000000  # linux/sched.h
 SIOCSIFFLAGS, IFF_UP_RUNNING_LOOPBACK = 0x8914, 0x1 | 0x8 | 0x40
 
 
@@ -54,6 +55,17 @@ def receive_listener(channel: socket.socket) -> int:
     return fds[0]
 
 
+def python_under(hidden: tuple[str, ...]) -> list[str]:
+    """The directories of the running Python (venv, base install, the executable's) that lie
+    under one of HIDDEN (outermost only): what a sandbox hiding those must bind back."""
+    found = []
+    for path in (sys.prefix, sys.base_prefix, os.path.dirname(sys.executable)):
+        real = os.path.realpath(path)
+        if any(real == h or real.startswith(h + "/") for h in hidden):
+            found.append(real)
+    return [p for p in dict.fromkeys(found) if not any(o != p and p.startswith(o + "/") for o in found)]
+
+
 class Child:
     """One child under the filter; ``result()`` is the JSON its code prints last."""
 
@@ -73,13 +85,19 @@ class Child:
                     "--info-fd", str(info_w), "--block-fd", str(block_r)]
             for path in binds:
                 argv += ["--bind", path, path]
+            # The Python the child runs, back over the fresh /tmp when it lives there (a clone
+            # under /tmp: its venv), read-only, as the product's plan binds a toolchain.
+            for path in python_under(("/tmp",)):
+                argv += ["--ro-bind", path, path]
             argv += ["--", sys.executable, "-I", "-c", code]
         pid = os.fork()
         if pid == 0:  # child: nothing here may raise into pytest
             try:
                 parent.close()
                 if not bwrap:
-                    _linux.unshare(_linux.CLONE_NEWNET)
+                    # As an ordinary user, a user namespace too (as bwrap makes the run's): the
+                    # mediator then reads the namespace the owner's way (sockdiag.open_diag).
+                    _linux.unshare(_linux.CLONE_NEWNET | (0 if os.geteuid() == 0 else CLONE_NEWUSER))
                     _loopback_up()
                 if p13:  # the run's deny filter: its AF_VSOCK and MSG_FASTOPEN rules (P13)
                     _linux.install_filter(syscall_filter.program(os.uname().machine), 0)
@@ -99,6 +117,7 @@ class Child:
                 os._exit(127)
         self.pid = pid
         child.close()
+        parent.settimeout(30)  # a child that never sends its listener fails the test, never hangs it
         os.close(out_w)
         os.close(info_w)
         os.close(block_r)

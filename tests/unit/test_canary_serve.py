@@ -247,7 +247,7 @@ def test_serve_says_on_stderr_once_it_is_ready_and_nothing_on_stdout(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-        proc.wait()
+        proc.wait(timeout=30)
     assert out.read_bytes() == b""
     assert err.read_text().count("\n") == 1  # once, and nothing more at a clean stop
 

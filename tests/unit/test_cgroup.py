@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from bounded import readline
 from no_docker.supervisor.ending import cgroup
 from no_docker.supervisor.ending.procfs import ProcFS
 
@@ -57,7 +58,8 @@ def test_real_leaf_hook_limit_kill_and_removal():
              "    except OSError: print('limited', flush=True); break\ntime.sleep(60)"],
             preexec_fn=cg.spawn_hook(), stdout=subprocess.PIPE, text=True)
         cg.close_hook()
-        assert child.stdout.readline().startswith("limited")  # pids.max stopped the forks
+        # pids.max stopped the forks
+        assert readline(child.stdout, 30, "the forks' verdict").startswith("limited")
         groups = ProcFS().cgroup(child.pid)
         assert groups[""].endswith(f"/no-docker/{run_id}")
         assert groups["pids"] == f"/no-docker/{run_id}"
@@ -70,7 +72,7 @@ def test_real_leaf_hook_limit_kill_and_removal():
     finally:
         if child is not None and child.poll() is None:
             cg.kill()
-            child.wait()
+            child.wait(timeout=30)
         cg.remove(time.monotonic() + 5)
 
 
@@ -114,7 +116,7 @@ def test_freeze_stops_a_forking_child_and_thaw_resumes_it(tmp_path):
     finally:
         cg.kill()
         if child is not None:
-            child.wait()
+            child.wait(timeout=30)
         cg.remove(time.monotonic() + 5)
 
 

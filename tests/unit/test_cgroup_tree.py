@@ -69,7 +69,7 @@ def test_children_of_the_leaf_are_counted_removed_and_shown_gone():
     finally:
         if child is not None and child.poll() is None:
             child.kill()
-            child.wait()
+            child.wait(timeout=30)
         for directory in cgroup.subtree(cg.path):
             try:
                 os.rmdir(directory)

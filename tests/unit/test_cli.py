@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from bounded import read_until_eof
 from no_docker.supervisor import cli
 
 
@@ -117,6 +118,8 @@ def test_a_closed_stdout_is_not_a_traceback():
     proc = subprocess.Popen([sys.executable, "-m", "no_docker.supervisor.cli", "prove", "--help"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # the reader is gone before the first byte (`| head -0`)
-    err = proc.stderr.read().decode()
+    out, timed_out = read_until_eof(proc.stderr.fileno(), 60)
+    assert not timed_out, out
+    err = out.decode()
     proc.stderr.close()
     assert proc.wait(timeout=60) == 141 and "Traceback" not in err, err

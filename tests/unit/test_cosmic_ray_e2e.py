@@ -142,7 +142,7 @@ def test_cosmic_ray_local_and_http_workers_reach_no_engine(tmp_path: Path, guard
     deadline = time.monotonic() + 60
     while guard.run([sys.executable, "-c", ready, *map(str, ports)], cwd=work).returncode != 0:
         assert time.monotonic() < deadline, "the http workers never listened"
-        assert all(w.poll() is None for w in workers), [w.communicate() for w in workers]
+        assert all(w.poll() is None for w in workers), [w.communicate(timeout=30) for w in workers]
         time.sleep(0.3)
     for step in (["init", http, "http.sqlite"], ["exec", http, "http.sqlite"]):
         done = guard.run([str(BIN / "cosmic-ray"), *step], cwd=work, timeout=600)

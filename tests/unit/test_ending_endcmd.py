@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from bounded import readline
 from no_docker.supervisor.ending import markers
 from no_docker.supervisor.ending.lifecycle import refuse_if_stale
 from no_docker.supervisor.ending.procfs import ProcFS
@@ -53,10 +54,10 @@ def _orphaned_run(die_with_parent: bool) -> tuple[str, markers.RunRecord]:
     owner = subprocess.Popen([sys.executable, "-c", OWNER, "1" if die_with_parent else "0"],
                              stdout=subprocess.PIPE, text=True)
     try:
-        run_id = owner.stdout.readline().strip()
+        run_id = readline(owner.stdout, 60, "run id from the orphaning owner").strip()
     finally:
         owner.send_signal(signal.SIGKILL)
-        owner.wait()
+        owner.wait(timeout=30)
     assert run_id, "the owner did not start its run"
     return run_id, markers.read_record(markers.marker_dir(markers.state_dir(), run_id))
 

@@ -154,7 +154,7 @@ def test_outside_processes_and_an_outside_zombie_are_not_signalled(spawn):
         assert churn.poll() is None, "an outside process was signalled"
         assert ProcFS().stat(zombie.pid).state == "Z"
     finally:
-        zombie.wait()
+        zombie.wait(timeout=30)
 
 
 def test_stale_check_does_not_kill_and_does_not_call_a_live_run_ended():

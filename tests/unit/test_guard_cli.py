@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not 
 
 
 def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, timeout=120)
 
 
 def make_repo(tmp_path: Path, files: dict[str, str], untracked: dict[str, str] | None = None) -> Path:

@@ -24,7 +24,7 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 def git(*args: str, cwd) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True,
-                          text=True).stdout
+                          text=True, timeout=120).stdout
 
 
 def test_changes_are_reported_one_line_each():
@@ -78,7 +78,8 @@ def test_what_a_run_leaves_for_git_outside_is_named(tmp_path, route):
         # Closed by mounts: sub/.git/config is read-only, sub/.git and sub are pinned (EBUSY).
         assert result.returncode != 0 and "busy" in result.stderr, result.stderr
         assert later_code.later_code_changes(before, later_code.later_code_sources(str(repo))) == []
-        subprocess.run(["sh", "-c", script], cwd=repo, env=GIT_ENV, check=True)  # the same, unsandboxed
+        subprocess.run(["sh", "-c", script], cwd=repo, env=GIT_ENV, check=True,
+                       timeout=120)  # the same, unsandboxed
     else:
         # run.py takes the same fingerprint before and after: the run is not reported clean.
         assert result.returncode == 125, result.stderr

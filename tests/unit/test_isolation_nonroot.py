@@ -29,7 +29,7 @@ def _skip_reason() -> str | None:
         return f"{SYSTEM_PYTHON} is missing (the venv's python is not readable by uid {NOBODY})"
     check = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
                             BWRAP, "--ro-bind", "/", "/", "--unshare-all", "true"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, timeout=120)
     if check.returncode != 0:
         return f"unprivileged user namespaces unavailable: {check.stderr.strip()}"
     return None

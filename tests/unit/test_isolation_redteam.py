@@ -12,6 +12,7 @@ import stat
 import sys
 
 import pytest
+from bounded import readline
 from isolation_helpers import bwrap_works, no_docker_argv, run_no_docker, weakened_probe
 
 pytestmark = pytest.mark.needs_bwrap
@@ -144,7 +145,7 @@ def test_the_sandbox_init_and_cmd_carry_the_filter(tmp_path, build):
     proc = subprocess.Popen(argv, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        line = proc.stdout.readline()
+        line = readline(proc.stdout, 60, "the command's first line")
         statuses = {pid: _status(pid) for pid in _descendants(proc.pid)}
         init = [s for s in statuses.values() if s.get("NSpid", "").split()[-1:] == ["1"]
                 and len(s["NSpid"].split()) > 1]
@@ -153,7 +154,7 @@ def test_the_sandbox_init_and_cmd_carry_the_filter(tmp_path, build):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
-            proc.wait()
+            proc.wait(timeout=30)
     assert proc.returncode == 0, line + out + err
     assert len(init) == 1 and len(cmd) >= 1, statuses
     own = _status(os.getpid())  # a CI container may have a filter of its own: the baseline
@@ -210,11 +211,12 @@ def venv_in_work_dir(work) -> str:
     import subprocess
     import sysconfig
 
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / ".venv")], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / ".venv")], check=True,
+                   timeout=120)
     ours = sysconfig.get_paths()["purelib"]
     python = str(work / ".venv" / "bin" / "python")
     theirs = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+                            capture_output=True, text=True, check=True, timeout=120).stdout.strip()
     for name in os.listdir(ours):
         if name.startswith("__editable__"):
             shutil.copy(os.path.join(ours, name), theirs)
@@ -313,7 +315,7 @@ def test_the_report_cannot_be_redirected_onto_a_file_outside(tmp_path):
 def test_a_run_that_redirects_git_is_not_reported_clean(tmp_path):
     import subprocess
 
-    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True, timeout=120)
     repo = tmp_path / "repo"
     result = run_no_docker(["--quiet", "--", "sh", "-c", "mkdir evil && echo \"$PWD/evil\" > .git/commondir"],
                            cwd=repo)
@@ -327,7 +329,7 @@ def test_a_rw_repository_keeps_its_hooks_read_only(tmp_path, build):
     import subprocess
 
     other = tmp_path / "other"
-    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    subprocess.run(["git", "init", "-q", str(other)], check=True, timeout=120)
     work = tmp_path / "work"
     work.mkdir()
     hook = other / ".git" / "hooks" / "pre-commit"
@@ -418,7 +420,7 @@ def test_a_fifo_left_by_a_run_does_not_hang_the_next(tmp_path, fifo):
     import subprocess
 
     work = tmp_path / "work"
-    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    subprocess.run(["git", "init", "-q", str(work)], check=True, timeout=120)
     target = work / fifo
     if target.exists():
         target.unlink()

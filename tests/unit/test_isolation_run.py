@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from bounded import readline
 from isolation_helpers import bwrap_works, no_docker_argv, run_no_docker
 from no_docker.supervisor.run import parse_args, parse_status_line, userns_blocker
 
@@ -122,7 +123,7 @@ def test_signal_ends_the_run_and_every_process(tmp_path, sig):
                             start_new_session=True)
     try:
         assert proc.stderr is not None
-        line = proc.stderr.readline().decode()
+        line = readline(proc.stderr, 60, "the proof's line").decode()
         assert "isolation proven" in line, line
         deadline = time.monotonic() + 10
         while len(_host_pids_with(tag)) < 2 and time.monotonic() < deadline:
@@ -134,7 +135,7 @@ def test_signal_ends_the_run_and_every_process(tmp_path, sig):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            proc.wait(timeout=30)
         for pid in _host_pids_with(tag):
             os.kill(pid, signal.SIGKILL)
 

@@ -22,7 +22,8 @@ ID = ["-c", "user.email=t@example.invalid", "-c", "user.name=t"]
 
 
 def git(*args: str, cwd: Path) -> str:
-    return subprocess.run(["git", *ID, *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+    return subprocess.run(["git", *ID, *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          timeout=120).stdout
 
 
 def test_the_python_running_no_docker_works_inside(tmp_path):

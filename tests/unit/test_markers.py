@@ -225,7 +225,7 @@ def test_state_dir_is_made_private_and_a_shared_one_is_refused(tmp_path):
 def _dead_identity() -> Identity:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     start = ProcFS().stat(child.pid).start_time
-    child.wait()
+    child.wait(timeout=30)
     return Identity(child.pid, start)
 
 

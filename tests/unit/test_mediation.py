@@ -5,15 +5,18 @@ namespace, the mediator in this process, sockets bound by the test under tmp dir
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
 import struct
+import sys
 import time
 
 import pytest
+from bounded import first_read
 from hypothesis import given
 from hypothesis import strategies as st
-from mediation_harness import Child, no_fd_leak, spawn, weakened  # noqa: F401 - fixtures
+from mediation_harness import BWRAP, Child, no_fd_leak, spawn, weakened  # noqa: F401 - fixtures
 from no_docker.supervisor.isolation import mediation
 from no_docker.supervisor.isolation import syscalls as _linux
 from no_docker.supervisor.isolation.mediation import Address, decide, parse_sockaddr
@@ -165,7 +168,7 @@ done()
     assert engine.accepted() == 0
     [refusal] = child.mediator.summary()
     assert refusal["target"] == str(tmp_path / "engine.sock")
-    assert refusal["count"] == 3 and refusal["callers"][0]["command"] == "python"
+    assert refusal["count"] == 3 and refusal["callers"][0]["command"] == os.path.basename(sys.executable)[:15]
     assert refusal["callers"][0]["pid"] > 0 and refusal["reason"] == "bound outside the run"
     # control: the same child without mediation reaches it (so the refusal is the mediator's)
     control = spawn(PRELUDE + f"R['outside'] = try_unix({str(tmp_path / 'engine.sock')!r}); done()",
@@ -327,7 +330,7 @@ def _spawn_paused(spawn, code: str):
     """CODE (which prints "count" and then waits for a line on stdin) started by the SPAWN
     fixture and paused there: the child and the write end of its stdin (see _resume)."""
     child, w_in = _spawn_waiting(spawn, code)
-    assert os.read(child.out_r, 6) == b"count\n"
+    assert first_read(child.out_r, 30, 6) == b"count\n"
     return child, w_in
 
 
@@ -583,7 +586,7 @@ R['abstract'] = try_unix(b'\\0x')
 done()
 """
     child, w_in = _spawn_waiting(spawn, code)
-    assert os.read(child.out_r, 6) == b"ready\n"
+    assert first_read(child.out_r, 30, 6) == b"ready\n"
     started = time.monotonic()
     child.mediator.stop()  # the supervisor is gone: the kernel answers for it
     assert time.monotonic() - started < 1.0  # threads waiting in RECV are not waited for
@@ -756,7 +759,7 @@ R['outside'] = [try_unix({path!r}) for _ in range(3)]
 done()
 """
     child, w_in = _spawn_waiting(spawn, code)
-    assert os.read(child.out_r, 7) == b"closed\n"
+    assert first_read(child.out_r, 30, 7) == b"closed\n"
     engine = servers(socket.AF_UNIX, path)
     _resume(w_in)
     assert child.result() == {"inside": [0, 0, 0], "outside": [errno.ECONNREFUSED] * 3}
@@ -790,3 +793,110 @@ done()
         assert engine.accepted() == 1  # the hole the deny filter's MSG_FASTOPEN rule closes
     finally:
         outside.close()
+
+
+# --- stopping: every thread ends, on any kernel ------------------------------------------------
+def _threads() -> set[str]:
+    return set(os.listdir("/proc/self/task"))
+
+
+def _filtered_holder() -> tuple[int, int, mediation.Keeper, mediation.Mediator]:
+    """A task that keeps the mediation filter in use (``sleep``, spawned as bwrap is), so the
+    filter has users all along: RECV then blocks until a notification on every kernel, as it
+    does before Linux 6.11 even once the run's tasks are gone. Three threads wait in RECV."""
+    pid, listener, keeper = mediation.spawn_filtered(["/bin/sleep", "60"], dict(os.environ), ())
+    mediator = mediation.Mediator(listener)
+    mediator.start()
+    mediator._spawn()
+    mediator._spawn()
+    deadline = time.monotonic() + 5
+    while not (len(mediator._workers) == 3 and all(w.parked for w in mediator._workers)):
+        assert time.monotonic() < deadline, "the mediator threads never waited in RECV"
+        time.sleep(0.01)
+    time.sleep(0.05)  # parked is set right before the ioctl: let them enter it
+    return pid, listener, keeper, mediator
+
+
+def _finish(pid: int, keeper: mediation.Keeper, mediator: mediation.Mediator) -> None:
+    mediator._wake_parked(keeper.wake, time.monotonic() + 5)  # whatever the test left waiting
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    keeper.release()
+
+
+def test_stop_ends_every_thread_while_the_filter_still_has_users():
+    """With a task still holding the filter, RECV would not return by itself (the behaviour of
+    every kernel before 6.11, once the run is over): the keeper's wakes end the threads, each
+    is joined, and the listener is closed, within a fraction of a second."""
+    before = _threads()
+    pid, listener, keeper, mediator = _filtered_holder()
+    try:
+        started = time.monotonic()
+        mediator.stop(wake=keeper.wake)
+        took = time.monotonic() - started
+        assert mediator._workers == [] and mediator.listener == -1, mediator._workers
+        assert took < 1.0, took
+        with pytest.raises(OSError):
+            os.fstat(listener)  # closed (no fd is made meanwhile in this thread to reuse it)
+    finally:
+        _finish(pid, keeper, mediator)
+    deadline = time.monotonic() + 2
+    while _threads() != before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _threads() == before  # the keeper's thread too: release() joins it
+
+
+def test_without_a_wake_threads_stay_in_recv_while_the_filter_has_users():
+    """The control of the test above: the set-up does reproduce a RECV that does not return (so
+    that test shows the wake, not the kernel, ending the threads)."""
+    pid, _listener, keeper, mediator = _filtered_holder()
+    try:
+        mediator.stop()
+        time.sleep(0.3)
+        assert len(mediator._workers) == 3 and all(w.parked for w in mediator._workers)
+        assert mediator.listener >= 0  # left to the last thread out
+    finally:
+        _finish(pid, keeper, mediator)
+    assert mediator._workers == [] and mediator.listener == -1
+
+
+def test_a_wake_after_the_keeper_is_released_does_nothing():
+    pid, _listener, keeper, mediator = _filtered_holder()
+    _finish(pid, keeper, mediator)
+    mediator.stop(wake=keeper.wake)
+    assert keeper.wake(lambda: True) is False
+
+
+@pytest.mark.skipif(not os.path.exists(BWRAP), reason=f"needs {BWRAP}")
+def test_an_in_process_run_leaves_no_thread_and_no_fd(tmp_path):
+    """``run.main`` in a process of its own (a fresh fork: one thread), with a command that
+    makes mediated connects: once it returns, the process has exactly the threads and fds it
+    had before, at once: no thread of the run (mediator, keeper, stdio relays) and no fd of it
+    (listener, pidfds, pipes) is left. (That the mediator threads end without the kernel's
+    help is shown by test_stop_ends_every_thread_while_the_filter_still_has_users.)"""
+    from bounded import in_a_child
+
+    def job() -> bytes:
+        from no_docker.supervisor import run as run_mod
+
+        def snapshot() -> tuple[list[str], list[str]]:
+            return sorted(os.listdir("/proc/self/task")), sorted(os.listdir("/proc/self/fd"))
+
+        os.chdir(tmp_path)
+        before = snapshot()
+        code = run_mod.main(["--quiet", "--", sys.executable, "-I", "-c", CONNECTS])
+        after = snapshot()
+        return json.dumps({"code": code, "before": before, "after": after}).encode()
+
+    got = json.loads(in_a_child(job, timeout=60))
+    assert got["code"] == 0
+    assert got["after"] == got["before"]
+
+
+CONNECTS = """
+import socket
+s = socket.socket(socket.AF_UNIX); s.bind('/tmp/in.sock'); s.listen()
+for _ in range(3):
+    c = socket.socket(socket.AF_UNIX); c.connect('/tmp/in.sock'); c.close()
+t = socket.socket(); t.bind(('127.0.0.1', 0)); t.listen(); socket.create_connection(t.getsockname()).close()
+"""

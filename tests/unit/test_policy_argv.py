@@ -189,3 +189,26 @@ def test_controlled_by_others_reads_the_chain_of_a_real_path(tmp_path):
     os.chmod(tmp_path / "mine", 0o777)
     assert controlled_by_others(str(tmp_path / "mine" / "s.sock"), me)
     assert controlled_by_others(str(tmp_path / "gone" / "s.sock"), me)  # unreadable chain: the mediation's
+
+
+def test_a_project_under_tmp_is_shown_again_over_the_fresh_tmp():
+    """A clone under /tmp: the work dir, the venv and checkout running no-docker, and --ro/--rw
+    paths there are bound *after* the tmpfs over /tmp (a later mount covers an earlier one), so
+    they are visible inside; the rest of the host's /tmp stays hidden (T-12)."""
+    from no_docker.supervisor.isolation.plan import MountView
+
+    policy = Policy(**{**POLICY.__dict__, "work": "/tmp/clone/proj", "chdir": "/tmp/clone/proj",
+                       "toolchain_ro": ("/tmp/clone/.venv", "/tmp/clone/supervisor"),
+                       "ro": ("/tmp/data",), "rw": ("/tmp/cache",), "pinned": (), "protected": (),
+                       "masked": ()})
+    argv = argv_of(policy)
+    tmpfs = position(argv, "--tmpfs", "/tmp")
+    for kind, path in (("--ro-bind", "/tmp/clone/.venv"), ("--ro-bind", "/tmp/clone/supervisor"),
+                       ("--bind", "/tmp/clone/proj"), ("--ro-bind", "/tmp/data"), ("--bind", "/tmp/cache")):
+        assert position(argv, kind, path, path) > tmpfs, path
+    view = MountView(policy)
+    for path in ("/tmp/clone/proj/x", "/tmp/clone/.venv/bin/python", "/tmp/clone/supervisor/run.py",
+                 "/tmp/data/f", "/tmp/cache/f"):
+        assert view.visible(path), path
+    for path in ("/tmp/secret", "/tmp/clone/tests", "/tmp/clone", "/tmp"):
+        assert not view.visible(path), path

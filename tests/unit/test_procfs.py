@@ -72,7 +72,7 @@ def test_reader_on_a_real_child_then_gone_after_reaping():
         fd = fs.open_stat(child.pid)
     finally:
         child.kill()
-        child.wait()
+        child.wait(timeout=30)
     try:
         # the fd is bound to the process, not the number: a reaped process reads as gone
         with pytest.raises(ProcessGone):

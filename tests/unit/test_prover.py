@@ -16,6 +16,7 @@ import textwrap
 import time
 
 import pytest
+from bounded import first_read
 from hypothesis import given
 from hypothesis import strategies as st
 from isolation_helpers import BWRAP, bwrap_works, run_no_docker
@@ -71,7 +72,7 @@ def test_await_held_returns_once_the_process_reads_the_fd_and_refuses_otherwise(
             prover.await_held(child.pid, r + 100, timeout=0.2)  # never reads that one
     finally:
         os.write(w, b"x")
-        child.wait()
+        child.wait(timeout=30)
         os.close(r)
         os.close(w)
     with pytest.raises(probe.NotProven, match="gone before the proof"):
@@ -123,7 +124,7 @@ def test_a_child_forked_by_the_keeper_carries_the_runs_filters():
         child = keeper.fork(report)
         os.close(w)
         w = -1
-        answer = os.read(r, 100).decode()
+        answer = first_read(r, 30, 100).decode()
         own = probe.status_fields(probe.read_text("/proc/self/status")).get("Seccomp_filters", "0")
         sleeper = probe.status_fields(probe.read_text(f"/proc/{pid}/status")).get("Seccomp_filters")
         assert answer.split()[0] == sleeper == str(int(own) + 2), (answer, sleeper, own)

@@ -271,7 +271,7 @@ def test_from_a_subdirectory_the_session_sees_the_whole_project(tmp_path: Path) 
     """Issue 18.4: started in a subdirectory, the run's work dir was that subdirectory: the
     project's root (pytest's rootdir, with its pytest.ini and .git) was not there inside."""
     root = make_project(tmp_path / "proj", test_body="    assert open('../at-root.txt').read() == 'here'")
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True, timeout=120)
     (root / "at-root.txt").write_text("here")
     sub = root / "sub"
     sub.mkdir()

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from bounded import read_until_eof
 from hypothesis import given
 from hypothesis import strategies as st
 from isolation_helpers import BWRAP, bwrap_works, run_no_docker
@@ -107,10 +108,9 @@ def leaf():
 
 
 def _read_all(fd: int) -> str:
-    out = b""
-    while chunk := os.read(fd, 65536):
-        out += chunk
+    out, timed_out = read_until_eof(fd, 30)
     os.close(fd)
+    assert not timed_out, f"no EOF within 30 s: {out!r}"
     return out.decode()
 
 
@@ -222,7 +222,7 @@ def test_spawns_never_hang_while_other_threads_want_the_gil(leaf):
         out, _ = child.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
+        child.wait(timeout=30)
         pytest.fail("a spawn hung: the child deadlocked on the GIL")
     assert child.returncode == 0 and out.strip() == "done"
 

@@ -171,7 +171,7 @@ def test_the_work_dir_is_the_scripts_repository_root(
     work dir; it takes the repository's root (when the current directory is inside it)."""
     repo = tmp_path / "repo"
     (repo / "tests").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=120)
     script = write_script(repo / "tests" / "suite.sh", "echo body")
     cwd = repo if where == "root" else repo / "tests"
     proc = subprocess.run(["bash", str(script)], cwd=cwd, env=fake_no_docker, capture_output=True, text=True,
@@ -186,7 +186,7 @@ def test_outside_the_scripts_repository_the_work_dir_stays_the_current_one(
     repo, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
     repo.mkdir()
     elsewhere.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=120)
     script = write_script(repo / "suite.sh", "echo body")
     proc = subprocess.run(["bash", str(script)], cwd=elsewhere, env=fake_no_docker, capture_output=True,
                           text=True, timeout=60)
@@ -198,7 +198,7 @@ def test_outside_the_scripts_repository_the_work_dir_stays_the_current_one(
 def test_real_stanza_from_a_subdirectory_sees_its_repository(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     (repo / "tests").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=120)
     write_script(repo / "tests" / "suite.sh", "git status --short >/dev/null && echo git-ok; "
                  "touch ../.git/hooks/x 2>/dev/null || echo hooks-read-only")
     env = {**os.environ, "PATH": f"{Path(NO_DOCKER).parent}:{os.environ['PATH']}"}

@@ -34,7 +34,7 @@ def _skip_reason() -> str | None:
         return f"{SYSTEM_PYTHON} is missing (the venv's python lives under /root)"
     check = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                             BWRAP, "--ro-bind", "/", "/", "--unshare-all", "true"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, timeout=120)
     if check.returncode != 0:
         return f"unprivileged user namespaces unavailable: {check.stderr.strip()}"
     return None

@@ -8,6 +8,7 @@ import socket
 import threading
 
 import pytest
+from bounded import first_read
 from hypothesis import given
 from hypothesis import strategies as st
 from no_docker.supervisor.errors import NotProven
@@ -116,8 +117,8 @@ def test_relay_carries_stdin_and_one_pipe_for_stdout_and_stderr_of_one_socket():
     outside.shutdown(socket.SHUT_WR)
     got = b""
     while not got.endswith(b"\n"):
-        got += os.read(run_in, 64)
-    assert got == b"ping\n" and os.read(run_in, 64) == b"", "EOF follows the peer's"
+        got += first_read(run_in, 10, 64)
+    assert got == b"ping\n" and first_read(run_in, 10, 64) == b"", "EOF follows the peer's"
     os.write(run_out, b"out\n")
     os.write(run_out, b"err\n")
     os.close(run_in)

@@ -136,5 +136,5 @@ def test_a_socketpair_on_stdio_is_relayed(tmp_path):
         outside.close()
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=30)
         proc.stderr.close()

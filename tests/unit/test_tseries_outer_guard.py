@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from bounded import readline
 from no_docker.supervisor.proving import outer_guard as og
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,6 +68,26 @@ def test_dedupe_by_realpath_keeps_first_of_each_file():
     got = og.dedupe_by_realpath(["/run/docker.sock", "/var/run/docker.sock", "/run/x"],
                                 realpath=lambda p: real.get(p, p))
     assert got == ["/run/docker.sock", "/run/x"]
+
+
+def test_toolchain_dirs_follow_a_package_made_of_symlinks(tmp_path, monkeypatch):
+    """A weakened copy imports ``no_docker`` through a folder of symlinks to the copy's parts
+    (tests/regression/weakened_harness.py). Under /tmp (a clone there) the guard hides both,
+    so both are kept: the folder as imported, and the tree its parts lead to, or the canary
+    (``no_docker.canary``, not imported by the owner) is not found inside the guard."""
+    import types
+
+    tree = tmp_path / "repo"
+    (tree / "canary").mkdir(parents=True)
+    (tree / "canary" / "routes.py").write_text("")
+    pkg = tmp_path / "path" / "no_docker"
+    pkg.mkdir(parents=True)
+    (pkg / "canary").symlink_to(tree / "canary")
+    module = types.ModuleType("no_docker.canary.routes_for_this_test")
+    module.__file__ = str(pkg / "canary" / "routes.py")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    dirs = og.toolchain_dirs()
+    assert str(pkg) in dirs and str(tree) in dirs, dirs
 
 
 def test_canary_and_namespace_argv():
@@ -331,7 +352,7 @@ def test_guard_dies_with_its_owner_even_on_sigkill(tmp_path, spawn):
 
     owner = spawn([sys.executable, "-c", OWNER, str(tmp_path / "canary.jsonl"), json.dumps(canary_prefix())],
                   stdout=subprocess.PIPE)
-    state = json.loads(owner.stdout.readline())
+    state = json.loads(readline(owner.stdout, 60, "the guard's state"))
     try:
         assert og.processes_in_namespace("pid", state["pidns"]), "the guard never came up"
         owner.send_signal(signal.SIGKILL)

@@ -124,7 +124,7 @@ def test_render_table_has_one_line_per_row_and_the_headings():
 
 def test_prove_bad_arguments_are_a_usage_error():
     done = subprocess.run([sys.executable, "-m", "no_docker.supervisor.cli", "prove", "--bogus"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     expected = "no-docker: prove: unknown argument '--bogus'; usage: no-docker prove [--json]"
     assert done.stderr.strip() == expected

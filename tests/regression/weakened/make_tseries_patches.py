@@ -70,7 +70,8 @@ def make(name: str, breaks: list[str], why: str, edits: dict[str, Edit]) -> None
             tmp.write(new)
             tmp.flush()
             diff = subprocess.run(["diff", "-u", "--label", f"a/{rel}", "--label", f"b/{rel}",
-                                   str(REPO / rel), tmp.name], capture_output=True, text=True).stdout
+                                   str(REPO / rel), tmp.name], capture_output=True, text=True,
+                                   timeout=120).stdout
         if not diff:
             sys.exit(f"{name}: the recipe changes nothing in {rel}")
         parts.append(diff)
