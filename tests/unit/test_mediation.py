@@ -308,8 +308,11 @@ print('count', flush=True)
 sys.stdin.readline()
 done()
 """
+    held_before = {fd for fd in os.listdir("/proc/self/fd") if _link(fd) == "anon_inode:[pidfd]"}
     child, w_in = _spawn_paused(spawn, code)
-    pidfds = [fd for fd in os.listdir("/proc/self/fd") if _link(fd) == "anon_inode:[pidfd]"]
+    # the mediator's, not those the test process held before (the session's own, conftest.py)
+    pidfds = [fd for fd in os.listdir("/proc/self/fd") if _link(fd) == "anon_inode:[pidfd]"
+              and fd not in held_before]
     threads = len(child.mediator._workers)
     _resume(w_in)
     assert child.result() == {"processes": [0] * 60, "threads": [0] * 60}
