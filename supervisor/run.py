@@ -806,8 +806,10 @@ class Run:
                 return EXIT_NOT_PROVEN
             if cmd_fd is not None and cmd_fd in events:
                 poller.unregister(cmd_fd)
-                cmd_gone = time.monotonic()
                 self.life.command_exited()  # notes what is left, lets bwrap go
+                # bwrap's time to follow counts from its release, not from CMD's exit: the note
+                # is a pass over /proc, slow beside thousands of other users' processes
+                cmd_gone = time.monotonic()
             if self.init_pidfd is not None and self.init_pidfd in events:
                 poller.unregister(self.init_pidfd)
                 self.life.release_launcher()  # the init is gone: bwrap must report it

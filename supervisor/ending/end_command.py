@@ -164,6 +164,12 @@ def _end_locked(directory: str, run_id: str, procfs: ProcFS, *, force: bool, tim
         print(f"no-docker: run {run_id} was started in another pid namespace (a state dir shared "
               f"with a container or its host); not ended: end it from there", file=sys.stderr)
         return 0 if skip_live else EXIT_REFUSED
+    twin = markers.live_twin(os.path.dirname(directory), directory, record, procfs, boot)
+    if twin is not None:
+        # Never acted on, --force or not: ending it would end the live run it names.
+        print(f"no-docker: run {run_id} names the sandbox of run {twin}, whose supervisor is alive "
+              f"(a copy of its marker?); not ended: inspect {directory}", file=sys.stderr)
+        return 0 if skip_live else EXIT_REFUSED
     if markers.owner_alive(record, procfs, boot) and not force:
         print(f"no-docker: run {run_id} is still supervised by pid {record.owner.pid}; not ended "
               f"(no-docker end --force {run_id} to end it anyway)", file=sys.stderr)

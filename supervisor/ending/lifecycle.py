@@ -685,6 +685,10 @@ def refuse_if_stale(state: str | os.PathLike[str], procfs: ProcFS) -> None:
             continue  # a concurrent run: never touched
         if markers.owner_elsewhere(record, ours):
             continue  # another pid namespace's run (a shared state dir): not ours to judge
+        if markers.live_twin(state, directory, record, procfs, boot):
+            # A copy of a live run's marker (it names that run's sandbox): that run is not
+            # stale, and this marker is removed once that run's namespace has ended.
+            continue
         if record.boot_id != boot:
             markers.remove_marker(directory)  # a reboot ended every process of it
             continue

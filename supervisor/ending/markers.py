@@ -179,11 +179,71 @@ def is_within(path: str, root: str) -> bool:
 
 
 def refuse_writable_state(state: str, roots: Iterable[str]) -> None:
-    """125 when the run could write the state dir (DESIGN §5: outside everything it writes)."""
-    root = overlap(state, roots)
-    if root is not None:
-        raise NotProven("state dir", f"{state} is inside {root}, which the run can write",
-                        "set NO_DOCKER_STATE_DIR to a private directory outside the work dir and every --rw")
+    """125 when the run could write the state dir (DESIGN §5: outside everything it writes),
+    or another state dir of ours that exists: a run that writes one plants markers that a later
+    ``run`` or ``end`` with that state dir acts on (red-team review, issue 24: a copy of a live
+    run's marker with a dead owner, which ``end`` then ended)."""
+    roots = list(roots)
+    for candidate in (state, *other_state_dirs(state)):
+        root = overlap(candidate, roots)
+        if root is not None:
+            raise NotProven("state dir", f"{candidate} is inside {root}, which the run can write",
+                            "set NO_DOCKER_STATE_DIR to a private directory outside the work dir and every "
+                            "--rw" if candidate == state else
+                            f"keep no-docker's state dirs out of the run's reach (move the work dir or the "
+                            f"--rw, or remove {candidate} if no run uses it)")
+
+
+def other_state_dirs(state: str, env: Mapping[str, str] | None = None) -> list[str]:
+    """Our well-known state dirs other than STATE that exist: the default without
+    NO_DOCKER_STATE_DIR, ``$XDG_RUNTIME_DIR/no-docker``, ``/run/no-docker`` as root and the
+    per-user ``/tmp/no-docker-<uid>`` (a few lstats, no listing)."""
+    env = os.environ if env is None else env
+    names = []
+    try:
+        names.append(state_dir({k: v for k, v in env.items() if k != "NO_DOCKER_STATE_DIR"}))
+    except NotProven:
+        pass
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime and runtime.startswith("/"):
+        names.append(os.path.join(os.path.normpath(runtime), "no-docker"))
+    if os.geteuid() == 0:
+        names.append("/run/no-docker")
+    names.append(os.path.join(FALLBACK_BASE, f"no-docker-{os.geteuid()}"))
+    found = []
+    for name in dict.fromkeys(names):
+        if name == state:
+            continue
+        try:
+            if stat.S_ISDIR(os.lstat(name).st_mode):
+                found.append(name)
+        except OSError:
+            continue
+    return found
+
+
+def live_twin(state: str, directory: str, record: RunRecord, procfs: ProcFS,
+              boot_id: str | None = None) -> str | None:
+    """The id of another run in STATE, whose supervisor is alive, that names the same sandbox
+    (pid namespace, or its inode and init) as RECORD, else None. A record is data: a copy of a
+    live run's marker with a dead owner would make the stale check refuse and ``end`` SIGKILL
+    that live run's init (which *is* pid 1 of that namespace, so the init check passes)."""
+    if record.ns_inode is None and record.init is None:
+        return None
+    for other_dir in list_markers(state):
+        if os.path.basename(other_dir) == os.path.basename(directory):
+            continue
+        try:
+            other = read_record(other_dir)
+        except CorruptMarker:
+            continue
+        same_ns = (record.ns_id is not None and other.ns_id == record.ns_id) or (
+            record.ns_id is None and record.ns_inode is not None and other.ns_inode == record.ns_inode
+            and other.init == record.init)
+        same_init = record.init is not None and other.init == record.init
+        if (same_ns or same_init) and owner_alive(other, procfs, boot_id):
+            return other.run_id
+    return None
 
 
 def new_run_id() -> str:

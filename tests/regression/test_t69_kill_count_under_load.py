@@ -34,6 +34,21 @@ sys.exit(main(["run", *sys.argv[1:]]))
 """
 
 
+SLOW_COUNT = r"""
+import sys, time
+import no_docker.supervisor.ending.lifecycle as lifecycle
+real = lifecycle.RunLifecycle.command_exited
+
+def slow(self):
+    time.sleep(1.5)  # a pass over /proc beside ~15000 processes of another user (red-team B3)
+    return real(self)
+
+lifecycle.RunLifecycle.command_exited = slow
+from no_docker.supervisor.cli import main
+sys.exit(main(["run", *sys.argv[1:]]))
+"""
+
+
 def _leave(tok: str, n: int) -> str:
     return "".join(f"sleep {tok} & " for _ in range(n)) + "exit 0"
 
@@ -108,4 +123,21 @@ def test_the_count_is_right_for_concurrent_runs_on_a_loaded_machine(tmp_path):
                 p.wait()
             if p.stderr:
                 p.stderr.close()
+        kill_token(tok)
+
+
+def test_a_slow_count_is_not_taken_for_an_init_that_will_not_end(tmp_path):
+    """The count at CMD's exit is a pass over /proc, which beside thousands of other users'
+    processes takes seconds (red-team review: ~110 us each under load). bwrap's time to follow
+    CMD (--end-timeout) counts from its release, after the count: a run with a short timeout
+    was reported "the sandbox's init did not end ... (frozen?)", 125, for a slow count."""
+    require_bwrap()
+    tok = token()
+    try:
+        argv = [sys.executable, "-c", SLOW_COUNT, "--end-timeout", "1", "--", "sh", "-c", _leave(tok, 2)]
+        result = run_to_end([], cwd=tmp_path, argv=argv)
+        assert result.returncode == 0, result.stderr
+        assert ", 2 processes killed, 0 left," in result.stderr, result.stderr
+        assert settled_without(tok) == []
+    finally:
         kill_token(tok)
