@@ -280,7 +280,7 @@ def fake_root(member):
     (fake / "sys").symlink_to("/proc/sys")
     return ProcFS(fake)
 
-if mode == "unreadable":
+if mode in ("unreadable", "nocgroup"):
     # No cgroup: where the run has a v2 leaf, its emptiness settles what /proc cannot
     # (docs/supervision.md, "When the cgroup is the proof"); here the pass is the whole proof,
     # as for an ordinary user without a delegated cgroup.

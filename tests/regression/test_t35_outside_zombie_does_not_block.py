@@ -11,7 +11,16 @@ import subprocess
 import time
 from pathlib import Path
 
-from ending_cases import daemon, kill_token, require_bwrap, run_to_end, settled_without, token
+import pytest
+from ending_cases import (
+    daemon,
+    kill_token,
+    patched_run_argv,
+    require_bwrap,
+    run_to_end,
+    settled_without,
+    token,
+)
 
 
 def _state(pid: int) -> str:
@@ -19,7 +28,11 @@ def _state(pid: int) -> str:
     return data[data.rfind(b")") + 2 :].split()[0].decode()
 
 
-def test_outside_zombie_does_not_block_the_proof(tmp_path):
+@pytest.mark.parametrize("shape", ["default", "no-cgroup"])
+def test_outside_zombie_does_not_block_the_proof(tmp_path, shape):
+    """no-cgroup: the run has no v2 leaf (an ordinary user without delegation), so the proof
+    passes over /proc are the whole proof; with a leaf, its emptiness would settle a zombie the
+    passes could not (docs/supervision.md, "When the cgroup is the proof")."""
     require_bwrap()
     zombie = subprocess.Popen(["true"])
     tok = token()
@@ -29,8 +42,9 @@ def test_outside_zombie_does_not_block_the_proof(tmp_path):
                 break
             time.sleep(0.01)
         assert _state(zombie.pid) == "Z"
-        result = run_to_end(["--end-timeout", "2", "--", "sh", "-c", f"{daemon(tok)}; sleep 0.1"],
-                            cwd=tmp_path)
+        args = ["--end-timeout", "2", "--", "sh", "-c", f"{daemon(tok)}; sleep 0.1"]
+        argv = None if shape == "default" else patched_run_argv("nocgroup", tmp_path / "unused", *args)
+        result = run_to_end(args if argv is None else [], cwd=tmp_path, argv=argv)
         assert result.returncode == 0, result.stderr
         assert "0 left" in result.stderr, result.stderr
         assert _state(zombie.pid) == "Z", "the outside zombie was touched"
