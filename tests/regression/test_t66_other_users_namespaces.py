@@ -29,33 +29,15 @@ from pathlib import Path
 
 import pytest
 from ending_cases import kill_token, settled_without, token
+from nonroot import SYSTEM_PYTHON, skip_reason
 
 REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 OTHER = 65533
-SYSTEM_PYTHON = "/usr/bin/python3"
 BWRAP = shutil.which("bwrap")
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root to make other users' pid namespaces and to switch to uid 65534"
-    for tool in ("setpriv", "unshare"):
-        if not shutil.which(tool):
-            return f"{tool} (util-linux) is not installed"
-    if BWRAP is None:
-        return "bubblewrap is not installed"
-    if not os.access(SYSTEM_PYTHON, os.X_OK):
-        return f"{SYSTEM_PYTHON} is missing (the venv's python is not readable by uid {NOBODY})"
-    probe = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                            BWRAP, "--ro-bind", "/", "/", "--unshare-all", "true"],
-                           capture_output=True, text=True, timeout=30)
-    if probe.returncode != 0:
-        return f"unprivileged user namespaces unavailable: {probe.stderr.strip()}"
-    return None
-
-
-_why = _skip_reason()
+_why = skip_reason(BWRAP) or (None if shutil.which("unshare") else "unshare (util-linux) is not installed")
 if _why:
     pytest.skip(_why, allow_module_level=True)
 

@@ -19,34 +19,29 @@ import time
 
 from ending_cases import kill_token, require_bwrap, run_to_end, settled_without, token
 
-LATE_GATE = r"""
+
+def _seam(module: str, cls: str, method: str, why: str) -> str:
+    """`no-docker run` in a child interpreter with CLS.METHOD of MODULE delayed 0.5-1.5 s
+    (as T-27/T-33 replace one seam): a deterministic stand-in for a loaded machine."""
+    return f"""
 import sys, time
-import no_docker.supervisor.run as run
-real = run.Run._on_gate
+import no_docker.supervisor.{module} as m
+real = m.{cls}.{method}
 
-def late(self):
-    time.sleep(0.5)  # the supervisor is busy elsewhere (a loaded machine) when the gate speaks
-    return real(self)
+def late(self, *args):
+    time.sleep({1.5 if method == "command_exited" else 0.5})  # {why}
+    return real(self, *args)
 
-run.Run._on_gate = late
+m.{cls}.{method} = late
 from no_docker.supervisor.cli import main
 sys.exit(main(["run", *sys.argv[1:]]))
 """
 
 
-SLOW_COUNT = r"""
-import sys, time
-import no_docker.supervisor.ending.lifecycle as lifecycle
-real = lifecycle.RunLifecycle.command_exited
-
-def slow(self):
-    time.sleep(1.5)  # a pass over /proc beside ~15000 processes of another user (red-team B3)
-    return real(self)
-
-lifecycle.RunLifecycle.command_exited = slow
-from no_docker.supervisor.cli import main
-sys.exit(main(["run", *sys.argv[1:]]))
-"""
+# the supervisor is busy elsewhere (a loaded machine) when the gate speaks
+LATE_GATE = _seam("run", "Run", "_on_gate", "the supervisor hears the gate late")
+# a pass over /proc beside ~15000 processes of another user (red-team B3)
+SLOW_COUNT = _seam("ending.lifecycle", "RunLifecycle", "command_exited", "a slow count")
 
 
 def _leave(tok: str, n: int) -> str:

@@ -13,29 +13,12 @@ from pathlib import Path
 
 import pytest
 from isolation_helpers import BWRAP, REPO
+from nonroot import SYSTEM_PYTHON, skip_reason
 
 NOBODY = 65534
-SYSTEM_PYTHON = "/usr/bin/python3"
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root to switch to uid 65534 (setpriv)"
-    if not shutil.which("setpriv"):
-        return "setpriv (util-linux) is not installed"
-    if BWRAP is None:
-        return "bubblewrap is not installed"
-    if not os.access(SYSTEM_PYTHON, os.X_OK):
-        return f"{SYSTEM_PYTHON} is missing (the venv's python is not readable by uid {NOBODY})"
-    check = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                            BWRAP, "--ro-bind", "/", "/", "--unshare-all", "true"],
-                           capture_output=True, text=True, timeout=120)
-    if check.returncode != 0:
-        return f"unprivileged user namespaces unavailable: {check.stderr.strip()}"
-    return None
-
-
-_why = _skip_reason()
+_why = skip_reason(BWRAP)
 if _why:
     pytest.skip(_why, allow_module_level=True)
 
