@@ -223,8 +223,19 @@ def test_started_as_the_command(argv, orig, expected):
     assert _started_as_the_command(argv, orig) is expected
 
 
+# A child started with the ending signals at their defaults, as from a terminal: a suite run
+# in the background of a non-interactive shell inherits SIGINT and SIGQUIT ignored (POSIX: an
+# asynchronous list without job control), and an interpreter that starts so installs no
+# handler of its own, which is not what these cases are about.
+_DEFAULTS = ("import os, signal, sys\n"
+             "for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):\n"
+             "    signal.signal(s, signal.SIG_DFL)\n"
+             "os.execv(sys.executable, [sys.executable, '-c', sys.argv[1]])\n")
+
+
 def _python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", _DEFAULTS, code], capture_output=True, text=True,
+                          timeout=60)
 
 
 def test_importing_the_package_leaves_the_signals_alone():
