@@ -488,7 +488,9 @@ def _describe_process(ident: Identity, procfs: ProcFS) -> str:
         if line.startswith(b"Name:"):
             name = line[5:].strip()
             break
-    text = f"pid {ident.pid} {escape_name(name)}"
+    from .runs import shown  # every name a process chose is escaped as `runs` escapes it
+
+    text = f"pid {ident.pid} '{shown(name.decode('utf-8', 'backslashreplace'))}'"
     try:
         uid = parse_uids(status)[0]
         text += f" of uid {uid}{_user_name(uid)}"
@@ -501,12 +503,6 @@ def _describe_process(ident: Identity, procfs: ProcFS) -> str:
     except ValueError:
         pass
     return text
-
-
-def escape_name(name: bytes) -> str:
-    """A comm as printable text (any process chooses its own)."""
-    text = name.decode("utf-8", "backslashreplace")
-    return "'" + "".join(c if c.isprintable() and c != "'" else f"\\x{ord(c):02x}" for c in text) + "'"
 
 
 def _user_name(uid: int) -> str:
