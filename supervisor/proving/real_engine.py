@@ -193,6 +193,17 @@ def requests_for(route_id: str, entries: Iterable[tuple[str, str, int]]) -> int:
     return sum(1 for _, path, _ in entries if pattern.search(path))
 
 
+def parse_route_log(text: str) -> dict[str, tuple[int, ...]]:
+    """The mutant's ROUTE_LOG (``ID A B C``: the docker CLI's exit statuses) -> {id: (A, B, C)};
+    a malformed line is no evidence that its route was tried, so it is left out."""
+    out = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 4 and all(f.isdigit() for f in fields[1:]):
+            out[fields[0]] = tuple(int(f) for f in fields[1:])
+    return out
+
+
 def destroyed(route_id: str, present: Mapping[str, set[str]]) -> list[str]:
     """The victims of ROUTE_ID missing from PRESENT ({kind: names the engine still has})."""
     return [name for kind, name in victims(route_id).items() if name not in present.get(kind, set())]
@@ -209,16 +220,20 @@ class Row:
 
 
 def route_row(route: Route, control_gone: Sequence[str], isolated_gone: Sequence[str],
-              control_requests: int, isolated_requests: int, unavailable: str = "") -> Row:
+              control_requests: int, isolated_requests: int, unavailable: str = "",
+              isolated_tried: bool = True) -> Row:
     """One route: the control must destroy all three victims, the isolated run none, and the
-    engine's log must hold no request of the isolated run."""
+    engine's log must hold no request of the isolated run. A route the isolated mutant never
+    got to (no line in its route log) proves nothing: not tried, never a pass."""
     if unavailable:
         return Row(route.id, f"unavailable: {unavailable}", "-", "-", None, None)
     total = len(victims(route.id))
     control_ok = len(control_gone) == total
     control = f"{'yes' if control_ok else 'NO'} ({len(control_gone)} of {total})"
-    isolated_ok = not isolated_gone and isolated_requests == 0
+    isolated_ok: bool | None = not isolated_gone and isolated_requests == 0
     isolated = f"{'YES' if isolated_gone else 'no'} ({len(isolated_gone)} of {total})"
+    if isolated_ok and not isolated_tried:
+        isolated, isolated_ok = "NOT TRIED (the mutant never got there)", None
     requests = f"{control_requests} / {isolated_requests}"
     return Row(route.id, control, isolated, requests, control_ok, isolated_ok)
 
@@ -239,6 +254,7 @@ def verdict(rows: Sequence[Row], problems: Sequence[str], host_changes: Sequence
     available = [r for r in rows if r.control_ok is not None]
     control_all = [r for r in available if r.control_ok]
     leaked = [r.route for r in available if r.isolated_ok is False]
+    untried = [r.route for r in available if r.isolated_ok is None]
     missed = [r.route for r in available if not r.control_ok]
     summary = (f"the control destroyed every victim on {len(control_all)} of {len(available)} routes "
                f"({len(rows) - len(available)} unavailable); the isolated run reached {len(leaked)}")
@@ -248,9 +264,10 @@ def verdict(rows: Sequence[Row], problems: Sequence[str], host_changes: Sequence
         what = "; ".join(([f"the isolation did not hold: {', '.join(broke)}"] if broke else [])
                          + ([f"the host changed: {', '.join(host_changes)}"] if host_changes else []))
         return Verdict("FAILED", f"{head} FAILED - {what}; {summary}", EXIT_FAILED)
-    if incomplete or problems:
-        return Verdict("INCOMPLETE", f"{head} INCOMPLETE - {'; '.join([*incomplete, *problems])}; {summary}",
-                       EXIT_NOT_PROVEN)
+    if incomplete or problems or untried:
+        why = [*incomplete, *problems]
+        why += [f"not tried inside the run: {', '.join(untried)}"] if untried else []
+        return Verdict("INCOMPLETE", f"{head} INCOMPLETE - {'; '.join(why)}; {summary}", EXIT_NOT_PROVEN)
     if missed or not available:
         what = ", ".join(missed) or "no route available"
         return Verdict("FAILED", f"{head} FAILED - the control did not destroy everything on: {what}; "
@@ -565,11 +582,17 @@ def _mover(engine: Engine, work: Path, moving: Sequence[str], problems: list[str
         (work / GO).touch()
 
 
-Access = list[tuple[str, str, int]]
+@dataclasses.dataclass
+class PhaseResult:
+    gone: dict[str, list[str]]  # route -> its victims missing afterwards
+    access: list[tuple[str, str, int]]  # the engine's access log entries of this phase
+    tried: dict[str, tuple[int, ...]]  # the mutant's route log
+    exit_status: int
+    seconds: float
 
 
 def run_phase(engine: Engine, work: Path, argv: Sequence[str], routes: Sequence[Route],
-              say: Callable[[str], None], name: str) -> tuple[dict[str, list[str]], Access, float]:
+              say: Callable[[str], None], name: str) -> PhaseResult:
     """Victims for ROUTES, the per-phase engines, the only-engine check, the mutant, what is gone."""
     ids = [r.id for r in routes]
     started = time.monotonic()
@@ -608,7 +631,10 @@ def run_phase(engine: Engine, work: Path, argv: Sequence[str], routes: Sequence[
     if name == "isolated" and result.returncode == EXIT_NOT_PROVEN:
         last = result.stderr.decode(errors="replace").strip().splitlines()
         engine.problems.append("no-docker run refused to start (125): " + (last[-1] if last else ""))
-    return gone, engine.access()[before:], round(time.monotonic() - started, 3)
+    log = work / ROUTE_LOG
+    tried = parse_route_log(log.read_text(errors="replace")) if log.exists() else {}
+    return PhaseResult(gone, engine.access()[before:], tried, result.returncode,
+                       round(time.monotonic() - started, 3))
 
 
 class RefusedError(RuntimeError):
@@ -641,8 +667,7 @@ def prove_real_engine(say: Callable[[str], None] = lambda text: None) -> tuple[l
         f"Podman processes: {podman_processes() or 'none'}")
     rows: list[Row] = []
     incomplete: list[str] = []
-    gone: dict[str, dict[str, list[str]]] = {}
-    access: dict[str, list[tuple[str, str, int]]] = {}
+    phases: dict[str, PhaseResult] = {}
     engine: Engine | None = None
     with tempfile.TemporaryDirectory(prefix="no-docker-real-engine-") as tmp:
         base = Path(tmp)
@@ -680,11 +705,14 @@ def prove_real_engine(say: Callable[[str], None] = lambda text: None) -> tuple[l
                         argv = ["bash", str(mutant)]
                         if name == "isolated":
                             argv = _no_docker("run", "--work", str(work), "--", *argv)
-                        gone[name], access[name], figures[f"{name}_s"] = run_phase(engine, work, argv, routes,
-                                                                                   say, name)
-                        say(f"no-docker: {name}: {sum(len(g) for g in gone[name].values())} of "
-                            f"{3 * len(routes)} victims destroyed, {len(access[name])} requests in the "
-                            f"engine's log ({figures[f'{name}_s']} s)")
+                        phase = phases[name] = run_phase(engine, work, argv, routes, say, name)
+                        figures[f"{name}_s"] = phase.seconds
+                        figures[f"{name}_exit"] = phase.exit_status
+                        figures[f"{name}_docker_exits"] = phase.tried
+                        gone_count = sum(len(g) for g in phase.gone.values())
+                        say(f"no-docker: {name}: exit {phase.exit_status}, {len(phase.tried)} routes tried, "
+                            f"{gone_count} of {3 * len(routes)} victims destroyed, "
+                            f"{len(phase.access)} requests in the engine's log ({phase.seconds} s)")
                 finally:
                     engine.stop_all()
         except RefusedError as err:
@@ -701,18 +729,21 @@ def prove_real_engine(say: Callable[[str], None] = lambda text: None) -> tuple[l
         f"Podman processes: {left or 'none'}")
     if engine is not None:
         incomplete += engine.problems
-    if len(gone) == 2:
+    if len(phases) == 2:
+        control, isolated = phases["control"], phases["isolated"]
         for route in ROUTES:
             if route.id in unavailable:
                 rows.append(route_row(route, [], [], 0, 0, unavailable=unavailable[route.id]))
                 continue
-            rows.append(route_row(route, gone["control"][route.id], gone["isolated"][route.id],
-                                  requests_for(route.id, access["control"]),
-                                  requests_for(route.id, access["isolated"])))
+            rows.append(route_row(route, control.gone[route.id], isolated.gone[route.id],
+                                  requests_for(route.id, control.access),
+                                  requests_for(route.id, isolated.access),
+                                  isolated_tried=route.id in isolated.tried))
     figures["total_s"] = round(time.monotonic() - started, 3)
     figures["host_changes"] = changes
-    figures["isolated_requests"] = len(access.get("isolated", []))
-    result = verdict(rows, [], changes, incomplete, isolated_requests=len(access.get("isolated", [])))
+    isolated_requests = len(phases["isolated"].access) if "isolated" in phases else 0
+    figures["isolated_requests"] = isolated_requests
+    result = verdict(rows, [], changes, incomplete, isolated_requests=isolated_requests)
     return rows, result, figures
 
 
