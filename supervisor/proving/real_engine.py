@@ -450,6 +450,21 @@ def podman_processes() -> list[str]:
                   key.startswith("process "))
 
 
+def wait_podman_gone(before: Iterable[str], timeout: float = 10.0) -> list[str]:
+    """Podman processes (``pid comm``) not in BEFORE, once they are gone or TIMEOUT passed.
+
+    A process the kernel is still tearing down with the guard's pid namespace has already
+    lost its ``/proc/PID/ns`` links (the guard's wait sees the namespace empty) but still shows
+    in ``/proc`` for a moment: only one still there after TIMEOUT is left behind."""
+    before = set(before)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [p for p in podman_processes() if p not in before]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)
+
+
 def _rootfs_tar(path: Path) -> None:
     """A one-file rootfs (``etc/hostname``): ``podman import`` needs no more, and nothing starts."""
     with tarfile.open(path, "w") as tar:
@@ -721,10 +736,10 @@ def prove_real_engine(say: Callable[[str], None] = lambda text: None) -> tuple[l
             incomplete.append(f"the outer guard could not be set up: {err}")
         except (RuntimeError, OSError, subprocess.SubprocessError) as err:
             incomplete.append(f"the throwaway Podman could not be used: {err}")
+    left = wait_podman_gone(k.removeprefix("process ") for k in before if k.startswith("process "))
     after = host_listing()
     figures["host_after"] = after
     changes = listing_diff(before, after)
-    left = podman_processes()
     say(f"no-docker: host listing after: {len(after)} entries, {len(changes)} changes; "
         f"Podman processes: {left or 'none'}")
     if engine is not None:

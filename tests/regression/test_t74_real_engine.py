@@ -63,7 +63,7 @@ def proved():
         status, out, err = _run(no_docker_argv("prove", "--real-engine", "--json"))
     finally:
         # Whatever happened, no Podman process of the proof may be left (ps after every experiment).
-        left = [p for p in real_engine.podman_processes() if p not in podman_before]
+        left = real_engine.wait_podman_gone(podman_before)
     try:
         report = json.loads(out)
     except json.JSONDecodeError:
