@@ -1,13 +1,15 @@
-"""T-74: a real engine in the proof (issue 29): ``no-docker prove --real-engine``.
+"""T-74: against a real engine (a throwaway Podman), destructive docker CLI mutants destroy every
+victim without isolation and none under `no-docker run`, and the host is left as it was.
 
-A throwaway Podman API service in a root outer guard (no canary; the host's engine paths
-hidden and checked empty; ``/var`` an overlay on a tmpfs; all state on the guard's tmpfs), a
-victim image, container and volume per route, and the real docker CLI's destructive commands
-(``rm -f``, ``rmi -f``, ``volume rm -f``) on every route Podman serves, among them an engine
-restarted mid-run and one started after CMD in the work dir: the control destroys every
-victim, the run under ``no-docker run`` none, and Podman's own access log holds no request of
-it. The host is listed before and after (``/var/lib/containers``, ``/run/podman``,
-``/etc/containers``, Podman's cgroups and processes): unchanged, and no Podman process left.
+``no-docker prove --real-engine`` (issue 29): a throwaway Podman API service in a root outer
+guard (no canary; the host's engine paths hidden and checked empty; ``/var`` an overlay on a
+tmpfs; all state on the guard's tmpfs), a victim image, container and volume per route, and
+the real docker CLI's destructive commands (``rm -f``, ``rmi -f``, ``volume rm -f``) on every
+route Podman serves, among them an engine restarted mid-run and one started after CMD in the
+work dir: the control destroys every victim, the run under ``no-docker run`` none, and
+Podman's own access log holds no request of it. The host is listed before and after
+(``/var/lib/containers``, ``/run/podman``, ``/etc/containers``, Podman's cgroups and
+processes): unchanged, and no Podman process left.
 
 Needs Podman (``.ci/run`` installs it) and root; skips with the reason otherwise. The
 only-this-engine refusal is shown without Podman: another listener on an engine path.
