@@ -52,6 +52,9 @@ from ..errors import NoDockerError
 
 # Directories whose host contents must never be visible inside the guard.
 HIDDEN_DIRS = ("/run", "/var/run", "/tmp", "/var/tmp", "/dev/shm", "/var/spool/cron")
+# The real-engine guard: directories Podman writes to whatever its flags say, each behind an
+# overlay on a tmpfs inside the guard (``_overlay``).
+OVERLAID_DIRS = ("/var", "/etc/containers")
 # Engine directories under the real $HOME, hidden when $HOME itself cannot be (it holds the
 # toolchain or the repository).
 HOME_ENGINE_DIRS = (".docker", ".colima", ".rd", ".lima", ".orbstack", ".local/share/containers")
@@ -420,26 +423,30 @@ def toolchain_dirs() -> list[str]:
     return list(dict.fromkeys(dirs))
 
 
-def _overlay_var(config: Mapping) -> list[str]:
-    """The real-engine guard: ``/var`` becomes an overlay whose upper layer is a tmpfs, so that
-    whatever Podman writes there is thrown away with the guard's mount namespace. Podman 4.3
-    writes ``/var/lib/containers/cache`` whatever ``--root`` says (measured); a tmpfs over all
-    of ``/var`` would also hide the ``/var/run -> /run`` link the engine paths use.
+def _overlay(config: Mapping) -> list[str]:
+    """The real-engine guard: ``/var`` and ``/etc/containers`` become overlays whose upper
+    layer is a tmpfs, so that whatever Podman writes there is thrown away with the guard's
+    mount namespace. Podman 4.3 writes ``/var/lib/containers/cache`` whatever ``--root`` says,
+    and ``/etc/containers/networks/netavark.lock`` without ``--network-config-dir`` (both
+    measured); a tmpfs over all of ``/var`` would also hide the ``/var/run -> /run`` link the
+    engine paths use.
 
-    overlayfs(5): the lower layer is only the file system mounted at /var (no submounts), so a
-    host engine's separate ``/var/lib/docker`` mount is not seen either. The hidden
+    overlayfs(5): the lower layer is only the file system mounted at the path (no submounts),
+    so a host engine's separate ``/var/lib/docker`` mount is not seen either. The hidden
     directories under /var (``/var/tmp``...) get their own tmpfs on top afterwards."""
-    upper_fs = config["var_overlay"]
-    os.makedirs(upper_fs, exist_ok=True)
-    _mount("tmpfs", upper_fs, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0700")
-    os.makedirs(f"{upper_fs}/upper")
-    os.makedirs(f"{upper_fs}/work")
-    host_dev = os.stat("/var").st_dev
-    _mount("overlay", "/var", "overlay", 0,
-           f"lowerdir=/var,upperdir={upper_fs}/upper,workdir={upper_fs}/work")
-    if os.stat("/var").st_dev == host_dev:
-        return ["/var: still the host's file system (no overlay over it)"]
-    return []
+    problems = []
+    for index, path in enumerate(config["overlays"]):
+        upper_fs = f"{config['overlay_dir']}/{index}"
+        os.makedirs(upper_fs, exist_ok=True)
+        _mount("tmpfs", upper_fs, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0700")
+        os.makedirs(f"{upper_fs}/upper")
+        os.makedirs(f"{upper_fs}/work")
+        host_dev = os.stat(path).st_dev
+        layers = f"lowerdir={path},upperdir={upper_fs}/upper,workdir={upper_fs}/work"
+        _mount("overlay", path, "overlay", 0, layers)
+        if os.stat(path).st_dev == host_dev:
+            problems.append(f"{path}: still the host's file system (no overlay over it)")
+    return problems
 
 
 def _hide(config: Mapping) -> list[str]:
@@ -518,8 +525,8 @@ def _prepare(config: Mapping) -> tuple[list[str], list[str]]:
                 if ino == config["outer_ns"][name]]
     if problems:
         return problems, []
-    if config.get("var_overlay"):
-        problems = _overlay_var(config)
+    if config.get("overlays"):
+        problems = _overlay(config)
         if problems:
             return problems, []
     problems = _hide(config)
@@ -684,8 +691,8 @@ class OuterGuard:
     directory the run sees (the lifetime cases), without writing to the host's.
 
     ``real_engine=True`` (``prove --real-engine``, root only): no canary starts; the engine
-    paths are left empty (checked) for the throwaway Podman the owner starts, and ``/var`` is
-    an overlay on a tmpfs (see ``_overlay_var``). ``addresses`` then names every engine path
+    paths are left empty (checked) for the throwaway Podman the owner starts, and ``/var`` and
+    ``/etc/containers`` are overlays on a tmpfs (see ``_overlay``). ``addresses`` then names every engine path
     the guard checked, for the owner's only-this-engine check.
     """
 
@@ -770,7 +777,9 @@ class OuterGuard:
         self.addresses = {"unix": unix, "tcp": tcp, "abstract": abstract}
         return {
             "real_engine": self.real_engine,
-            "var_overlay": str(root / "var-upper") if self.real_engine else None,
+            "overlays": [p for p in OVERLAID_DIRS if os.path.isdir(p) and not os.path.islink(p)]
+            if self.real_engine else [],
+            "overlay_dir": str(root / "overlays"),
             "outer_ns": {name: _ns_inode("self", name) for name in ("mnt", "net", "pid")},
             "hide": hide,
             "host_dev": host_dev,

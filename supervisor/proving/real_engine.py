@@ -420,7 +420,8 @@ def host_listing(cgroup_root: Path = Path("/sys/fs/cgroup")) -> dict[str, str]:
             out[root] = "absent"
             continue
         for dirpath, _, filenames in os.walk(root):
-            out[dirpath] = "dir"
+            with contextlib.suppress(OSError):
+                out[dirpath] = f"dir {int(os.lstat(dirpath).st_mtime)}"  # an entry made and removed shows
             for name in filenames:
                 path = os.path.join(dirpath, name)
                 with contextlib.suppress(OSError):

@@ -165,3 +165,26 @@ def test_refuses_when_another_engine_answers(tmp_path):
     assert any(p.startswith("/run/docker.sock: another engine answers there") for p in problems), problems
     assert any(p.startswith(f"{real_engine.MAIN_SOCKET}: our Podman does not answer there") for p in problems)
     assert os.path.lexists("/run/docker.sock") is host_had  # the stand-in bound it inside only
+
+
+def test_real_engine_guard_keeps_var_and_etc_containers_writes_inside(tmp_path):
+    """What Podman writes under /var and /etc/containers whatever its flags (the cache, the
+    netavark lock) lands in the guard's tmpfs overlays: seen inside, absent outside."""
+    skip_without_namespaces()
+    if os.geteuid() != 0:
+        pytest.skip("the real-engine guard is root only")
+    outer_guard = require("no_docker.supervisor.proving.outer_guard", "supervisor/proving/outer_guard.py")
+    probe = f"no-docker-t74-{os.getpid()}"
+    dirs = [d for d in ("/var/lib/containers", "/etc/containers") if os.path.isdir(os.path.dirname(d))]
+    outside = {d: os.path.lexists(f"{d}/{probe}") for d in dirs}
+    with outer_guard.OuterGuard(tmp_path / "canary.jsonl", share=[tmp_path], real_engine=True) as guard:
+        script = " && ".join(f"mkdir -p {d} && : > {d}/{probe} && test -e {d}/{probe}" for d in dirs)
+        done = guard.run(["sh", "-c", script], timeout=60)
+        assert done.returncode == 0, done.stderr
+        for d in dirs:
+            assert not os.path.lexists(f"{d}/{probe}"), f"{d}/{probe} written through to the host"
+        mounts = guard.run(["sh", "-c", "cat /proc/self/mountinfo"], timeout=60).stdout.decode()
+    overlaid = {line.split()[4] for line in mounts.splitlines() if " - overlay " in line}
+    assert "/var" in overlaid, mounts
+    assert "/etc/containers" in overlaid or not os.path.isdir("/etc/containers"), mounts
+    assert all(not os.path.lexists(f"{d}/{probe}") for d in dirs) and not any(outside.values())
