@@ -35,6 +35,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -259,6 +260,9 @@ def verdict(rows: Sequence[Row], problems: Sequence[str], host_changes: Sequence
     summary = (f"the control destroyed every victim on {len(control_all)} of {len(available)} routes "
                f"({len(rows) - len(available)} unavailable); the isolated run reached {len(leaked)}")
     head = "no-docker prove --real-engine:"
+    if not rows and incomplete:  # nothing ran: the counts would only be noise on the one line
+        return Verdict("INCOMPLETE", f"{head} INCOMPLETE - {'; '.join([*incomplete, *problems])}",
+                       EXIT_NOT_PROVEN)
     if leaked or host_changes or isolated_requests:
         broke = leaked + ([f"{isolated_requests} requests in the engine's log"] if isolated_requests else [])
         what = "; ".join(([f"the isolation did not hold: {', '.join(broke)}"] if broke else [])
@@ -691,7 +695,7 @@ def prove_real_engine(say: Callable[[str], None] = lambda text: None) -> tuple[l
             with OuterGuard(base / "canary.jsonl", share=[base], scratch=scratch, real_engine=True) as guard:
                 say(f"no-docker: outer guard up ({time.monotonic() - started:.1f} s): host engine paths "
                     f"hidden, {sum(len(v) for v in guard.addresses.values())} engine addresses empty, "
-                    f"/var behind an overlay")
+                    f"/var and /etc/containers behind overlays")
                 engine = Engine(guard, base, podman)
                 try:
                     _rootfs_tar(base / "rootfs.tar")
@@ -772,7 +776,16 @@ def main(argv: list[str]) -> int:
 
 def cli(as_json: bool) -> int:
     """``no-docker prove --real-engine [--json]``: progress on stderr, the table and verdict on stdout."""
-    rows, result, figures = prove_real_engine(lambda text: print(text, file=sys.stderr, flush=True))
+    # SIGTERM ends the proof through its finally blocks (the services stopped, the guard and
+    # with it every Podman process gone, the scratch dir removed), not at once.
+    def _terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        rows, result, figures = prove_real_engine(lambda text: print(text, file=sys.stderr, flush=True))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(render(rows, result, figures, as_json))
     return result.exit_status
 

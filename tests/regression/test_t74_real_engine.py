@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from conftest import no_docker_argv, require, skip_without_namespaces
@@ -188,3 +191,34 @@ def test_real_engine_guard_keeps_var_and_etc_containers_writes_inside(tmp_path):
     assert "/var" in overlaid, mounts
     assert "/etc/containers" in overlaid or not os.path.isdir("/etc/containers"), mounts
     assert all(not os.path.lexists(f"{d}/{probe}") for d in dirs) and not any(outside.values())
+
+
+def test_sigterm_mid_proof_leaves_no_podman_and_no_scratch_dir(tmp_path):
+    """SIGTERM once the throwaway Podman is up: the proof ends through its finally blocks
+    (128+15), no Podman process is left and its scratch dir is gone."""
+    real_engine = _skip_unless_real_engine_can_run()
+    podman_before = real_engine.podman_processes()
+    # A short TMPDIR of its own (the guard's socket paths under it must fit sun_path, 108 bytes).
+    tmpdir = Path(tempfile.mkdtemp(prefix="nd-t74-"))
+    err_path = tmp_path / "stderr"
+    env = dict(os.environ, TMPDIR=str(tmpdir))
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(no_docker_argv("prove", "--real-engine"), stdout=err,
+                                stderr=err, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "throwaway Podman up" not in err_path.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, err_path.read_text()
+            time.sleep(0.05)
+        assert "throwaway Podman up" in err_path.read_text(), err_path.read_text()
+        proc.send_signal(signal.SIGTERM)
+        status = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        left_in_tmp = list(tmpdir.iterdir())
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    assert status == 128 + signal.SIGTERM, err_path.read_text()
+    assert real_engine.wait_podman_gone(podman_before) == []
+    assert left_in_tmp == [], left_in_tmp
