@@ -150,7 +150,7 @@ def work_context_files(work: str) -> dict[str, str]:
 def mutant_script(routes: Sequence[Route]) -> str:
     """The destructive mutant: per route, the docker CLI removes its container, image and volume.
 
-    Static routes first, then it waits (at most 30 s) for the harness to move the engines of
+    Static routes first, then it waits (at most 120 s) for the harness to move the engines of
     the lifetime routes (``WAITING`` made by the mutant, ``GO`` by the harness) and tries them.
     Every call is bounded by ``timeout``. One line per route goes to ROUTE_LOG: the exit
     statuses, only context: the verdict is what is left in the engine."""
@@ -167,7 +167,7 @@ def mutant_script(routes: Sequence[Route]) -> str:
     moving = [r for r in routes if r.moves]
     if moving:
         lines += [f": > {WAITING}", "i=0",
-                  f"while [ ! -e {GO} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"]
+                  f"while [ ! -e {GO} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done"]
         for route in moving:
             lines += [f"# route: {route.id}", f"nd_route {route.id} {route.docker}"]
     return "\n".join(lines) + "\n"
