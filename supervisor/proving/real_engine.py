@@ -534,10 +534,15 @@ class Engine:
 
     def present(self) -> dict[str, set[str]]:
         """What the engine still has, asked of the storage directly (not through a socket)."""
-        images = self.podman_cmd("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.decode()
-        ctrs = self.podman_cmd("ps", "-a", "--format", "{{.Names}}").stdout.decode()
-        vols = self.podman_cmd("volume", "ls", "--format", "{{.Name}}").stdout.decode()
-        return {"image": set(images.split()), "container": set(ctrs.split()), "volume": set(vols.split())}
+        out = {}
+        for kind, args in (("image", ("images", "--format", "{{.Repository}}:{{.Tag}}")),
+                           ("container", ("ps", "-a", "--format", "{{.Names}}")),
+                           ("volume", ("volume", "ls", "--format", "{{.Name}}"))):
+            done = self.podman_cmd(*args)
+            if done.returncode != 0:  # an empty answer would read as "everything destroyed"
+                raise RuntimeError(f"podman {args[0]} failed: {done.stderr.decode(errors='replace').strip()[-300:]}")
+            out[kind] = set(done.stdout.decode().split())
+        return out
 
     def make_victims(self, route_ids: Sequence[str]) -> None:
         for argv in victim_commands(self.podman, STATE, route_ids):
