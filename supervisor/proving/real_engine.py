@@ -540,7 +540,8 @@ class Engine:
                            ("volume", ("volume", "ls", "--format", "{{.Name}}"))):
             done = self.podman_cmd(*args)
             if done.returncode != 0:  # an empty answer would read as "everything destroyed"
-                raise RuntimeError(f"podman {args[0]} failed: {done.stderr.decode(errors='replace').strip()[-300:]}")
+                why = done.stderr.decode(errors="replace").strip()[-300:]
+                raise RuntimeError(f"podman {args[0]} failed: {why}")
             out[kind] = set(done.stdout.decode().split())
         return out
 
