@@ -416,7 +416,7 @@ def only_engine_main(config_path: str) -> int:
 
 
 def host_listing(cgroup_root: Path = Path("/sys/fs/cgroup")) -> dict[str, str]:
-    """What the host has of Podman: every file under HOST_DIRS (sha-less: type and size), the
+    """What the host has of Podman: every entry under HOST_DIRS (type, size, mtime), the
     cgroups of libpod/podman/conmon (two levels down), and every Podman process (pid, comm)."""
     out: dict[str, str] = {}
     for root in HOST_DIRS:
@@ -440,19 +440,22 @@ def host_listing(cgroup_root: Path = Path("/sys/fs/cgroup")) -> dict[str, str]:
             for name in names:
                 if any(word in os.path.basename(name) for word in ("libpod", "podman", "conmon")):
                     out[f"cgroup {name}"] = "dir"
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                comm, state = parse_comm_stat(Path(f"/proc/{entry}/stat").read_bytes())
-                if comm in PODMAN_COMMS:
-                    out[f"process {entry} {comm}"] = state
+    # Its state (S, R...) is left out: a Podman process of someone else's that was there
+    # before and is still there is no change.
+    out.update({f"process {p}": "process" for p in podman_processes()})
     return out
 
 
 def podman_processes() -> list[str]:
     """``ps``-like: every Podman process on this machine now (``pid comm``)."""
-    return sorted(key.removeprefix("process ") for key in host_listing(Path("/nonexistent")) if
-                  key.startswith("process "))
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                comm, _ = parse_comm_stat(Path(f"/proc/{entry}/stat").read_bytes())
+                if comm in PODMAN_COMMS:
+                    out.append(f"{entry} {comm}")
+    return sorted(out)
 
 
 def wait_podman_gone(before: Iterable[str], timeout: float = 10.0) -> list[str]:
