@@ -451,7 +451,7 @@ def prove(say: Callable[[str], None] = lambda text: None) -> tuple[list[Row], Ve
     return rows, verdict(rows, incomplete, extra_records=len(runs.isolated_records)), figures
 
 
-USAGE = "usage: no-docker prove [--json]"
+USAGE = "usage: no-docker prove [--real-engine] [--json]"
 
 HELP = f"""{USAGE}
 
@@ -474,8 +474,11 @@ reached with isolation) and one verdict line. Routes whose tool is not installed
 docker CLI for its routes. Root or unprivileged user namespaces.
 
 options:
-  --json      the rows, the verdict and the timings as one JSON object on stdout
-  -h, --help  this help
+  --real-engine  the same claim against a real engine: a throwaway Podman API service
+                 (apt-get install podman; root) in the outer guard, destructive docker CLI
+                 mutants (rm -f, rmi -f, volume rm -f) per route; see docs/canary.md
+  --json         the rows, the verdict and the timings as one JSON object on stdout
+  -h, --help     this help
 
 examples:
   no-docker prove                 what `make prove` runs
@@ -495,9 +498,13 @@ def main(argv: list[str]) -> int:
     if any(arg in ("-h", "--help") for arg in argv):
         print(HELP)
         return 0
-    unknown = [arg for arg in argv if arg != "--json"]
+    unknown = [arg for arg in argv if arg not in ("--json", "--real-engine")]
     if unknown:
         raise UsageError(f"prove: unknown argument {unknown[0]!r}; {USAGE}")
+    if "--real-engine" in argv:
+        from .real_engine import cli
+
+        return cli("--json" in argv)
     rows, result, figures = prove(lambda text: print(text, file=sys.stderr))
     if "--json" in argv:
         print(json.dumps({"rows": [dataclasses.asdict(r) for r in rows], "status": result.status,
