@@ -729,11 +729,15 @@ class LaterCodeAudit:
         after = self._combine(surveys)
         self._note(surveys)
         out = {}
+        copies = _config_contents(self.before)
         for name in changed_names(self.before, after):
             module = self.modules.get(name)
             if module is not None and not tool_sources.shadows(module, self._search_path()):
                 continue
-            out[name] = (self.before.get(name, "absent"), after.get(name, "absent"))
+            new = after.get(name, "absent")
+            if _is_config_copy(name, new, copies):
+                continue
+            out[name] = (self.before.get(name, "absent"), new)
         return out
 
     def _search_path(self) -> list[str]:
@@ -746,6 +750,37 @@ class LaterCodeAudit:
     def changes(self) -> list[str]:
         """One line per source of later code the run added, changed or removed."""
         return change_lines(self.changed())
+
+
+def _content(fingerprint: str) -> str | None:
+    """A regular file's fingerprint without its mode and owner (what a copy keeps), or None."""
+    if not fingerprint.startswith("file:"):
+        return None
+    head, _, rest = fingerprint.partition("\0")
+    if " ino=" in head:
+        return None  # over 64 KiB: its content is not all known
+    return head + "\0" + rest.partition("\0")[2]
+
+
+def _config_contents(before: dict[str, str]) -> set[tuple[str, str]]:
+    """(file name, content) of every pytest config file before the run."""
+    found = set()
+    for path, fingerprint in before.items():
+        name = os.path.basename(path)
+        content = _content(fingerprint) if name in tool_sources.PYTEST_CONFIGS else None
+        if content is not None:
+            found.add((name, content))
+    return found
+
+
+def _is_config_copy(path: str, fingerprint: str, before: set[tuple[str, str]]) -> bool:
+    """Is PATH a byte-for-byte copy of a config file of the same name that was there before the
+    run? mutmut copies pyproject.toml and setup.cfg into mutants/ on every session: a copy
+    decides nothing its original does not. Not for a copy with a [tool.no-docker] table: its
+    relative --rw/--ro paths would name other places from another directory."""
+    name = os.path.basename(path)
+    content = _content(fingerprint) if name in tool_sources.PYTEST_CONFIGS else None
+    return content is not None and "tool.no-docker" not in content and (name, content) in before
 
 
 def home_link_targets(home: str, names: tuple[str, ...], roots: tuple[str, ...]) -> list[str]:

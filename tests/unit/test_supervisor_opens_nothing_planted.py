@@ -68,7 +68,8 @@ def test_every_open_of_a_work_dir_path_follows_no_link(tmp_path):
     assert done.returncode == 125 and "sub/setup.cfg: absent -> symlink:/dev/zero" in done.stderr, done.stderr
     opened = json.loads(events.read_text())
     real = os.path.realpath(work)
-    inside = [(p, f) for p, f in opened if not p.startswith("/") or os.path.normpath(p).startswith(real + "/")]
+    inside = [(p, f) for p, f in opened
+              if not p.startswith("/") or os.path.normpath(p).startswith(real + "/")]
     assert inside, "no open of a work-dir path was seen: the hook saw nothing"
     loose = [(p, f) for p, f in inside if f == -1 or not (f & (os.O_NOFOLLOW | os.O_PATH))]
     assert loose == [], loose
