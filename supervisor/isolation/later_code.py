@@ -528,15 +528,18 @@ def _walk(survey: Survey, dir_fd: int, rel: str, depth: int, mode: str) -> None:
         for name in tool_sources.VENV_CONFIGS:
             sources[_key(rel, name)] = _kind_at(dir_fd, name)
         child_modes.update(bin="all", lib="venv-lib", lib64="venv-lib", Lib="venv-lib")
-    if mode != "all":  # (inside a git directory or a bin/ every file is a source already)
+        mode = mode or "venv"
+    # Below a venv ("venv", "venv-lib", "site"): the whole venv is read-only, nothing to name.
+    plain = "venv" if mode in ("venv", "venv-lib", "site") else ""
+    if not mode:  # (in a git directory or a bin/ every file is a source already)
         _tool_sources(survey, dir_fd, rel, path, names)
     for entry in entries:
         if not rel and entry.name == QUARANTINE:
             survey.quarantine = os.path.join(path, QUARANTINE)
             continue
-        if not mode:  # most directories: only where to go next
+        if mode in ("", "venv"):  # most directories: only where to go next
             if entry.is_dir(follow_symlinks=False):
-                _descend(survey, dir_fd, rel, entry.name, depth, child_modes.get(entry.name, ""))
+                _descend(survey, dir_fd, rel, entry.name, depth, child_modes.get(entry.name, plain))
             continue
         name = entry.name
         is_dir = entry.is_dir(follow_symlinks=False)
@@ -545,10 +548,10 @@ def _walk(survey: Survey, dir_fd: int, rel: str, depth: int, mode: str) -> None:
             sources[_key(rel, name)] = "dir" if is_dir else _kind_at(dir_fd, name)
         if not is_dir:
             continue
-        child = child_modes.get(name, "all" if mode == "all" else "")
+        child = child_modes.get(name, "all" if mode == "all" else plain)
         if mode == "venv-lib":
             child = "site" if name in ("site-packages", "dist-packages") else (
-                "venv-lib" if name.startswith("python") else "")
+                "venv-lib" if name.startswith("python") else plain)
             if child == "site":
                 survey.site_dirs.append(os.path.join(path, name))
         elif mode == "site" and site_code:
@@ -567,39 +570,41 @@ def _tool_sources(survey: Survey, dir_fd: int, rel: str, path: str, names: dict[
             sources[_key(rel, name)] = kind = _kind_at(dir_fd, name)
             if not rel and kind.startswith("file:"):
                 survey.root_configs.append(os.path.join(path, name))
-    for name, entry in names.items():
-        if entry.is_dir(follow_symlinks=False):
-            if not rel and name.isidentifier():
-                # A package: ``python -m`` imports NAME/__init__.py from the current directory.
-                key = f"{name}/__init__.py"
-                kind = _entry_kind(os.path.join(path, key))
-                if kind != "absent":
-                    sources[key] = kind
-                    survey.modules[key] = name
-            continue
-        if not rel:
+    if not rel:
+        for name, entry in names.items():
+            if entry.is_dir(follow_symlinks=False):
+                if name.isidentifier():
+                    # A package: ``python -m`` imports NAME/__init__.py from the current directory.
+                    key = f"{name}/__init__.py"
+                    kind = _entry_kind(os.path.join(path, key))
+                    if kind != "absent":
+                        sources[key] = kind
+                        survey.modules[key] = name
+                continue
             module = tool_sources.module_name(name)
             if module is not None:
                 sources[name] = _kind_at(dir_fd, name)
                 survey.modules[name] = module
-                continue
-        if tool_sources.is_stanza_candidate(name):
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             dir_fd=dir_fd)
-            except OSError:
-                continue
-            try:
-                head = _read_fd(fd, name, tool_sources.STANZA_HEAD)
-            except OSError:
-                continue
-            finally:
-                os.close(fd)
-            if tool_sources.has_stanza(head):
-                key = _key(rel, name)
-                sources[key] = _kind_at(dir_fd, name)
-                survey.stanza_scripts.append(os.path.join(path, name))
-                survey.stanza_keys.add(key)
+    # Only string tests on most directories' entries: the walk's cost is per entry.
+    for name in [n for n in names if n.endswith(tool_sources.STANZA_SUFFIXES)]:
+        if names[name].is_dir(follow_symlinks=False):
+            continue
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=dir_fd)
+        except OSError:
+            continue
+        try:
+            head = _read_fd(fd, name, tool_sources.STANZA_HEAD)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        if tool_sources.has_stanza(head):
+            key = _key(rel, name)
+            sources[key] = _kind_at(dir_fd, name)
+            survey.stanza_scripts.append(os.path.join(path, name))
+            survey.stanza_keys.add(key)
 
 
 def _descend(survey: Survey, dir_fd: int, rel: str, name: str, depth: int, mode: str) -> None:
