@@ -331,7 +331,8 @@ def _fingerprint(st: os.stat_result, data: bytes | None, link: str | None = None
         return f"special:{stat.S_IFMT(st.st_mode):o} ctime={st.st_ctime_ns}"
     if data is None:
         return f"unreadable ctime={st.st_ctime_ns}"
-    first = data.split(b"\n", 1)[0][:200].decode("utf-8", "replace")
+    # (A NUL in it would end the shown part early: the fields after it are parsed.)
+    first = data.split(b"\n", 1)[0][:200].decode("utf-8", "replace").replace("\0", "\\0")
     # Mode and owner too: what a file is put back with (quarantine.put_back).
     owner = f"{stat.S_IMODE(st.st_mode):o} {st.st_uid} {st.st_gid}\0"
     if len(data) > _FILE_LIMIT:
