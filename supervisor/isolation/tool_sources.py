@@ -20,7 +20,7 @@ module names the rest, each from the tool's own documentation or source, so that
   ``pytest.py`` (or ``pytest/__init__.py``, ``pytest.pyc``, an extension module) left in the
   work dir runs, outside, before any plugin can. A module there counts when its name is one
   Python finds elsewhere too (the standard library, the environments that run no-docker and
-  the project): only such a name is imported by a tool's start-up. The project's own
+  the project, ``KNOWN_TOOL_MODULES``): only such a name is imported by a tool's start-up. The project's own
   modules, mutated in place by mutation tools, are not sources.
 - **pip** reads ``pip.conf`` in a virtual environment's root (``sys.prefix``; pip docs,
   "Configuration: Location"), and installs from its caches: a whole venv is read-only inside
@@ -68,6 +68,18 @@ CACHE_VARIABLES = {"PIP_CACHE_DIR": "pip", "UV_CACHE_DIR": "uv", "POETRY_CACHE_D
 
 _MODULE_SUFFIXES = (".py", ".pyc", ".pyw")
 
+#: Modules the tools of a test or mutation session import at their start-up, named whether or
+#: not the Python that runs no-docker has them: no-docker installed with pipx, or run by the
+#: system's python3, does not see the project's venv, whose `python -m pytest` imports these.
+KNOWN_TOOL_MODULES = frozenset({
+    "pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "tomli", "exceptiongroup",
+    "colorama", "pygments", "pip", "setuptools", "pkg_resources", "_distutils_hack", "wheel",
+    "mutmut", "cosmic_ray", "hypothesis", "_hypothesis_pytestplugin", "coverage", "pytest_cov",
+    "xdist", "pytest_xdist", "tox", "nox", "virtualenv", "pipx", "poetry", "hatch", "hatchling",
+    "pdm", "flit", "flit_core", "build", "twine", "no_docker", "docker", "ruff", "black", "mypy",
+    "pylint", "flake8", "isort", "pre_commit", "sitecustomize", "usercustomize", "typing_extensions",
+})
+
 
 def module_name(filename: str) -> str | None:
     """The module NAME a file in a ``sys.path`` directory is imported as, or None (pure):
@@ -96,7 +108,7 @@ def shadows(name: str, search_path: list[str]) -> bool:
     """Would a module NAME in the work dir hide one Python finds elsewhere (the standard
     library, or SEARCH_PATH: site-packages of the environments involved)? Only such a name is
     imported by a tool's own start-up, before any plugin of ours runs."""
-    if name in sys.stdlib_module_names or name in sys.builtin_module_names:
+    if name in sys.stdlib_module_names or name in sys.builtin_module_names or name in KNOWN_TOOL_MODULES:
         return True
     from importlib.machinery import PathFinder
 

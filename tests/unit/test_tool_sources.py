@@ -34,6 +34,8 @@ def test_shadows_the_standard_library_and_installed_modules(tmp_path):
     (tmp_path / "somepkg" / "__init__.py").write_text("")
     assert ts.shadows("somepkg", [str(tmp_path)])
     assert not ts.shadows("no_such_module_t25", [str(tmp_path)])
+    # Named even when the Python running no-docker (pipx, the system's) does not have them.
+    assert ts.shadows("pytest", []) and ts.shadows("pluggy", []) and ts.shadows("pip", [])
     assert "pytest" in sys.modules and ts.shadows("pytest", sys.path[1:])
 
 
