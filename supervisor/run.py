@@ -987,15 +987,16 @@ def printable(text: str) -> str:
 
 def undo_words(undo: object, not_undone: list[str]) -> str:
     """The end of the P4 line: what was undone, or what is left to inspect (pure)."""
-    from .isolation.quarantine import describe
+    from .isolation.quarantine import describe, lost_words
 
     done = describe(undo) if undo is not None else ""  # type: ignore[arg-type]
+    lost = printable(lost_words(undo)) if undo is not None else ""  # type: ignore[arg-type]
     if not_undone:
-        return (f"{done + '; ' if done else ''}NOT undone: {printable(not_undone[0])}"
+        return (f"{done + lost + '; ' if done else ''}NOT undone: {printable(not_undone[0])}"
                 f"{f' (+{len(not_undone) - 1} more)' if len(not_undone) > 1 else ''}; inspect it before "
                 "running git, pytest, pip or a shell there")
     if done:
-        return f"{done}: none of it runs later (look at it there)"
+        return f"{done}: none of it runs later (look at it there){lost}"
     return "inspect it before running git, pytest, pip or a shell there"
 
 
@@ -1302,7 +1303,9 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         from .isolation.quarantine import put_back
 
         undo = put_back(changed, audit.roots, life.run_id)
-        not_undone = [*undo.failed, *change_lines(audit.changed())]
+        lost = {line.split(": ", 1)[0] for line in undo.lost}  # gone, and said so apart
+        left = {path: change for path, change in audit.changed().items() if path not in lost}
+        not_undone = [*undo.failed, *change_lines(left)]
     # Only the command's refusals: until the verdict they are the prover's own tries.
     refused = ([r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH]
                if run.mediator and proven else [])

@@ -408,6 +408,12 @@ _VENV_MARK = "pyvenv.cfg"  # what makes a directory a virtual environment (site.
 QUARANTINE = ".no-docker-quarantine"
 
 
+def is_quarantine(name: str) -> bool:
+    """A quarantine directory's name at a root (``.no-docker-quarantine``, or ``.N`` after it
+    when that name was taken by something else)."""
+    return name == QUARANTINE or name.startswith(QUARANTINE + ".")
+
+
 class WalkTooLarge(Exception):
     pass
 
@@ -427,9 +433,8 @@ class Survey:
         self.site_dirs: list[str] = []  # site-packages of those venvs
         self.root_configs: list[str] = []  # pytest's / no-docker's config files at the root
         self.stanza_scripts: list[str] = []  # shell scripts that carry the stanza line
-        self.modules: dict[str, str] = {}  # key -> module name, for modules at the root
-        self.stanza_keys: set[str] = set()
-        self.quarantine: str | None = None
+        self.quarantines: list[str] = []
+        self.import_roots: list[str] = []  # directories Python imports from (besides the root)
         self.too_large: str | None = None
 
     def protect(self) -> list[str]:
@@ -442,8 +447,7 @@ class Survey:
         for gitdir in self.gitdirs:
             paths += [os.path.join(gitdir, n) for n in (*_GIT_FILES, *_GIT_DIRS)]
         paths += self.venvs + self.root_configs + self.stanza_scripts
-        if self.quarantine and os.path.isdir(self.quarantine) and not os.path.islink(self.quarantine):
-            paths.append(self.quarantine)
+        paths += [q for q in self.quarantines if os.path.isdir(q) and not os.path.islink(q)]
         return [p for p in dict.fromkeys(paths) if os.path.lexists(p) and not os.path.islink(p)]
 
 
@@ -521,6 +525,7 @@ def _walk(survey: Survey, dir_fd: int, rel: str, depth: int, mode: str) -> None:
         for name in _GIT_DIRS:
             child_modes[name] = "all"
             sources[_key(rel, name)] = _kind_at(dir_fd, name)
+        mode = mode or "quiet"  # objects/, refs/, logs/: git's own files, not the tools'
     cfg = names.get(_VENV_MARK)
     if cfg is not None and not cfg.is_dir(follow_symlinks=False) and mode != "all" and (
             path not in survey.own_venvs):
@@ -529,16 +534,16 @@ def _walk(survey: Survey, dir_fd: int, rel: str, depth: int, mode: str) -> None:
         for name in tool_sources.VENV_CONFIGS:
             sources[_key(rel, name)] = _kind_at(dir_fd, name)
         child_modes.update(bin="all", lib="venv-lib", lib64="venv-lib", Lib="venv-lib")
-        mode = mode or "venv"
-    # Below a venv ("venv", "venv-lib", "site"): the whole venv is read-only, nothing to name.
-    plain = "venv" if mode in ("venv", "venv-lib", "site") else ""
+        mode = mode or "quiet"
+    # Below a venv ("venv-lib", "site") or a git directory: read-only or git's own ("quiet").
+    plain = "quiet" if mode in ("quiet", "venv-lib", "site") else ""
     if not mode:  # (in a git directory or a bin/ every file is a source already)
         _tool_sources(survey, dir_fd, rel, path, names)
     for entry in entries:
-        if not rel and entry.name == QUARANTINE:
-            survey.quarantine = os.path.join(path, QUARANTINE)
+        if not rel and is_quarantine(entry.name):
+            survey.quarantines.append(os.path.join(path, entry.name))
             continue
-        if mode in ("", "venv"):  # most directories: only where to go next
+        if mode in ("", "quiet"):  # most directories: only where to go next
             if entry.is_dir(follow_symlinks=False):
                 _descend(survey, dir_fd, rel, entry.name, depth, child_modes.get(entry.name, plain))
             continue
@@ -562,8 +567,9 @@ def _walk(survey: Survey, dir_fd: int, rel: str, depth: int, mode: str) -> None:
 
 def _tool_sources(survey: Survey, dir_fd: int, rel: str, path: str, names: dict[str, os.DirEntry]) -> None:
     """The sources ``tool_sources`` names, in one directory of the walk: pytest's config files
-    (any directory: a session may start in any), the modules ``python -m`` would import from
-    the root, the shell scripts that carry the stanza line."""
+    (any directory: a session may start in any), what ``python -m`` imports (every importable
+    entry at the root; modules with a tool's or the standard library's name anywhere), the
+    shell scripts that carry the stanza line."""
     sources = survey.sources
     for name in tool_sources.PYTEST_CONFIGS:
         entry = names.get(name)
@@ -572,40 +578,124 @@ def _tool_sources(survey: Survey, dir_fd: int, rel: str, path: str, names: dict[
             if not rel and kind.startswith("file:"):
                 survey.root_configs.append(os.path.join(path, name))
     if not rel:
-        for name, entry in names.items():
-            if entry.is_dir(follow_symlinks=False):
-                if name.isidentifier():
-                    # A package: ``python -m`` imports NAME/__init__.py from the current directory.
-                    key = f"{name}/__init__.py"
-                    kind = _entry_kind(os.path.join(path, key))
-                    if kind != "absent":
-                        sources[key] = kind
-                        survey.modules[key] = name
+        _importable_sources(survey, dir_fd, rel, path, names, strict=True)
+    else:
+        # Only string tests on most directories' entries: the walk's cost is per entry.
+        named = [n for n in names if tool_sources.named_module(n)]
+        if named:
+            _importable_sources(survey, dir_fd, rel, path, {n: names[n] for n in named}, strict=False)
+    for name in names:
+        if name.endswith(tool_sources.STANZA_SUFFIXES):
+            if names[name].is_dir(follow_symlinks=False):
                 continue
-            module = tool_sources.module_name(name)
-            if module is not None:
-                sources[name] = _kind_at(dir_fd, name)
-                survey.modules[name] = module
-    # Only string tests on most directories' entries: the walk's cost is per entry.
-    for name in [n for n in names if n.endswith(tool_sources.STANZA_SUFFIXES)]:
-        if names[name].is_dir(follow_symlinks=False):
+        elif "." in name or name.startswith("_"):
             continue
+        else:
+            # An executable without a suffix (tests/run-tests): one lstat, the head if it is one.
+            try:
+                st = names[name].stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o111:
+                continue
+        _stanza_script(survey, dir_fd, rel, path, name)
+
+
+def _stanza_script(survey: Survey, dir_fd: int, rel: str, path: str, name: str) -> None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        head = _read_fd(fd, name, tool_sources.STANZA_HEAD)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+    if tool_sources.has_stanza(head):
+        key = _key(rel, name)
+        survey.sources[key] = _kind_at(dir_fd, name)
+        survey.stanza_scripts.append(os.path.join(path, name))
+
+
+def _importable_sources(survey: Survey, dir_fd: int, rel: str, path: str, names: dict[str, os.DirEntry],
+                        strict: bool) -> None:
+    """What Python imports from this directory when it is on ``sys.path`` (the current
+    directory of ``python -m``, a path a venv's .pth file names): module files, packages
+    (``NAME/__init__.*``, and a namespace directory when its name is one a tool imports), and
+    distributions (``*.dist-info``/``*.egg-info``: importlib.metadata reads their entry points,
+    so pytest loads a ``pytest11`` plugin named there). STRICT (an import root): every entry,
+    whatever its name; else only names ``tool_sources.named_module`` knows."""
+    sources = survey.sources
+    for name, entry in names.items():
+        if entry.is_dir(follow_symlinks=False):
+            if name.endswith(tool_sources.DIST_SUFFIXES) and strict:
+                for meta in tool_sources.DIST_FILES:
+                    sources[f"{_key(rel, name)}/{meta}"] = _entry_kind(os.path.join(path, name, meta))
+                continue
+            if not name.isidentifier() or name == "__pycache__":
+                continue
+            if not (strict or tool_sources.named_module(name)):
+                continue
+            init, importable = _package_init(os.path.join(path, name))
+            if init is not None:
+                sources[_key(rel, f"{name}/{init}")] = _entry_kind(os.path.join(path, name, init))
+            elif importable and tool_sources.named_module(name):
+                # A namespace package of a name a tool imports (org/python/core.py): it imports
+                # what is in it. (An empty one imports nothing: not a source.)
+                sources[_key(rel, name)] = "dir"
+            continue
+        module = tool_sources.module_name(name)
+        if module is not None and (strict or tool_sources.named_module(name)):
+            sources[_key(rel, name)] = _kind_at(dir_fd, name)
+
+
+def _package_init(package: str) -> tuple[str | None, bool]:
+    """(the ``__init__`` file that makes PACKAGE a regular package or None, whether it holds
+    anything importable at all), read through no link."""
+    try:
+        fd = open_nofollow(package, _WALK_DIR)
+    except OSError:
+        return None, False
+    try:
+        listed = os.listdir(fd)
+    except OSError:
+        return None, False
+    finally:
+        os.close(fd)
+    inits = sorted(n for n in listed
+                   if n.startswith("__init__.") and tool_sources.module_name(n) == "__init__")
+    importable = any(tool_sources.module_name(n) or n.isidentifier() for n in listed if n != "__pycache__")
+    return (inits[0] if inits else None), importable
+
+
+def _import_roots(found: Survey) -> list[str]:
+    """Directories inside FOUND's root that Python puts on ``sys.path`` besides the current
+    directory: the path lines of the .pth files of the venvs the walk found (an editable
+    install names W/src: its sitecustomize.py would run at every start of that venv), and the
+    entries of this interpreter's own path (the venv that runs no-docker)."""
+    candidates = [p for p in sys.path if p.startswith("/")]
+    for site in found.site_dirs:
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         dir_fd=dir_fd)
+            listed = sorted(n for n in os.listdir(site) if n.endswith(".pth"))[:200]
         except OSError:
             continue
-        try:
-            head = _read_fd(fd, name, tool_sources.STANZA_HEAD)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-        if tool_sources.has_stanza(head):
-            key = _key(rel, name)
-            sources[key] = _kind_at(dir_fd, name)
-            survey.stanza_scripts.append(os.path.join(path, name))
-            survey.stanza_keys.add(key)
+        for name in listed:
+            try:
+                text = read_regular(os.path.join(site, name), 1 << 16).decode("utf-8", "replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                line = line.strip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    candidates.append(os.path.join(site, line))  # site.addpackage: relative to it
+    roots = []
+    for candidate in candidates:
+        real = realpath(candidate)
+        if is_under(real, found.root) and real != found.root and os.path.isdir(real) and real not in roots:
+            roots.append(real)
+    return roots[:100]
 
 
 def _descend(survey: Survey, dir_fd: int, rel: str, name: str, depth: int, mode: str) -> None:
@@ -642,6 +732,21 @@ def survey(root: str, limit: int = WALK_LIMIT, own_venvs: tuple[str, ...] = ()) 
         os.close(root_fd)
     for gitdir in found.gitdirs[:_CONFIGURED_LIMIT]:
         found.sources.update(_configured_sources(root, gitdir))
+    for extra in _import_roots(found):
+        found.import_roots.append(extra)
+        try:
+            extra_fd = open_nofollow(extra, _WALK_DIR)
+        except OSError:
+            found.sources[extra[len(root.rstrip("/")) + 1:] + "/(import root)"] = "cannot open"
+            continue
+        try:
+            with os.scandir(extra_fd) as it:
+                names = {e.name: e for e in it}
+            _importable_sources(found, extra_fd, extra[len(root.rstrip("/")) + 1:], extra, names, strict=True)
+        except OSError as err:
+            found.sources[extra[len(root.rstrip("/")) + 1:] + "/(import root)"] = f"failed: {err.strerror}"
+        finally:
+            os.close(extra_fd)
     return found
 
 
@@ -696,8 +801,6 @@ class LaterCodeAudit:
         self.roots: list[str] = []
         self.watched: list[str] = []
         self.before: dict[str, str] = {}
-        self.modules: dict[str, str] = {}  # path of a module at a root -> its module name
-        self.site_dirs: list[str] = []
 
     def start(self, roots: list[str], watched: list[str], own_venvs: tuple[str, ...] = ()) -> list[Survey]:
         self.roots = list(dict.fromkeys(roots))
@@ -714,7 +817,6 @@ class LaterCodeAudit:
                                 f"{found.sources['(walk)']}",
                                 "make it readable, or choose another --work/--rw")
         self.before = self._combine(surveys)
-        self._note(surveys)
         return surveys
 
     def _combine(self, surveys: list[Survey]) -> dict[str, str]:
@@ -723,35 +825,21 @@ class LaterCodeAudit:
             combined.update({os.path.join(found.root, k): v for k, v in found.sources.items()})
         return combined
 
-    def _note(self, surveys: list[Survey]) -> None:
-        for found in surveys:
-            self.modules.update({os.path.join(found.root, k): m for k, m in found.modules.items()})
-            self.site_dirs += [d for d in found.site_dirs if d not in self.site_dirs]
-
     def changed(self) -> dict[str, tuple[str, str]]:
         """{path: (before, after)} for every source of later code the run added, changed or
-        removed; a module at a root only when its name hides one found elsewhere."""
+        removed."""
         surveys = [survey(root, self.limit, self.own_venvs) for root in self.roots]
         after = self._combine(surveys)
-        self._note(surveys)
         out = {}
-        copies = _config_contents(self.before)
+        partial = [found.root for found in surveys if "(walk)" in found.sources]
         for name in changed_names(self.before, after):
-            module = self.modules.get(name)
-            if module is not None and not tool_sources.shadows(module, self._search_path()):
-                continue
             new = after.get(name, "absent")
-            if _is_config_copy(name, new, copies):
+            if _is_config_copy(name, new, self.before):
                 continue
+            if new == "absent" and any(is_under(name, root) for root in partial):
+                continue  # not seen by a walk that stopped early: its "(walk)" line says so
             out[name] = (self.before.get(name, "absent"), new)
         return out
-
-    def _search_path(self) -> list[str]:
-        """Where Python finds modules other than in the writable roots: this interpreter's
-        path (its venv) and the site-packages of the environments the walk found."""
-        path = [p for p in sys.path
-                if p.startswith("/") and not any(is_under(realpath(p), r) for r in self.roots)]
-        return path + self.site_dirs
 
     def changes(self) -> list[str]:
         """One line per source of later code the run added, changed or removed."""
@@ -768,25 +856,19 @@ def _content(fingerprint: str) -> str | None:
     return head + "\0" + rest.partition("\0")[2]
 
 
-def _config_contents(before: dict[str, str]) -> set[tuple[str, str]]:
-    """(file name, content) of every pytest config file before the run."""
-    found = set()
-    for path, fingerprint in before.items():
-        name = os.path.basename(path)
-        content = _content(fingerprint) if name in tool_sources.PYTEST_CONFIGS else None
-        if content is not None:
-            found.add((name, content))
-    return found
-
-
-def _is_config_copy(path: str, fingerprint: str, before: set[tuple[str, str]]) -> bool:
-    """Is PATH a byte-for-byte copy of a config file of the same name that was there before the
-    run? mutmut copies pyproject.toml and setup.cfg into mutants/ on every session: a copy
-    decides nothing its original does not. Not for a copy with a [tool.no-docker] table: its
-    relative --rw/--ro paths would name other places from another directory."""
-    name = os.path.basename(path)
-    content = _content(fingerprint) if name in tool_sources.PYTEST_CONFIGS else None
-    return content is not None and "tool.no-docker" not in content and (name, content) in before
+def _is_config_copy(path: str, fingerprint: str, before: dict[str, str]) -> bool:
+    """Is PATH mutmut's copy of the project's config, ROOT/mutants/NAME byte for byte equal to
+    ROOT/NAME before the run? mutmut 3 copies pyproject.toml and setup.cfg into mutants/ on
+    every session (mutmut/__main__.py, copy_also_copy_files): a copy decides nothing its
+    original does not. Only there (a copy of another config to the root would replace the
+    project's own), and not with a [tool.no-docker] table (its relative --rw/--ro paths would
+    name other places from another directory)."""
+    parent, name = os.path.split(path)
+    if os.path.basename(parent) != "mutants" or name not in tool_sources.MUTMUT_COPIES:
+        return False
+    original = before.get(os.path.join(os.path.dirname(parent), name), "absent")
+    content = _content(fingerprint)
+    return content is not None and "tool.no-docker" not in content and content == _content(original)
 
 
 def home_link_targets(home: str, names: tuple[str, ...], roots: tuple[str, ...]) -> list[str]:

@@ -33,12 +33,14 @@ class Undo:
     def __init__(self) -> None:
         self.moved: list[str] = []
         self.restored: list[str] = []
-        self.failed: list[str] = []  # "PATH: why"
+        self.failed: list[str] = []  # "PATH: why": what the run left may still be in place
+        self.lost: list[str] = []  # moved aside, but what was there before could not be put back
         self.quarantines: list[str] = []
+        self._dirs: dict[str, str] = {}  # root -> its quarantine for this run
 
     def to_json(self) -> dict:
         return {"moved_aside": self.moved, "put_back": self.restored, "not_undone": self.failed,
-                "quarantine": self.quarantines}
+                "not_put_back": self.lost, "quarantine": self.quarantines}
 
 
 def restorable(before: str) -> tuple[str, ...] | None:
@@ -92,6 +94,31 @@ def _mkdirs_at(base_fd: int, rel: str, owner: tuple[int, int]) -> int:
     return fd
 
 
+def _quarantine_of(root: str, base_fd: int, run_id: str, owner: tuple[int, int], undo: Undo) -> str:
+    """This run's quarantine at ROOT, relative to it: ``.no-docker-quarantine/RUN-ID``, or, when
+    the run planted something else under that name (a link, a file: the undo must not stop
+    there), ``.no-docker-quarantine.N/RUN-ID`` with the first N free, made by us."""
+    if root in undo._dirs:
+        return undo._dirs[root]
+    for n in range(100):
+        name = QUARANTINE if n == 0 else f"{QUARANTINE}.{n}"
+        try:
+            st = os.stat(name, dir_fd=base_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            os.mkdir(name, 0o700, dir_fd=base_fd)
+            try:
+                os.chown(name, *owner, dir_fd=base_fd, follow_symlinks=False)
+            except OSError:
+                pass
+            break
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == owner[0]:
+            break
+    else:
+        raise OSError(17, "no free quarantine directory name")
+    undo._dirs[root] = f"{name}/{run_id}"
+    return undo._dirs[root]
+
+
 def _move_aside(path: str, root: str, run_id: str, owner: tuple[int, int], undo: Undo) -> bool:
     rel = path[len(root.rstrip("/")) + 1:]
     parent_fd, name = _open_parent(path)
@@ -102,7 +129,8 @@ def _move_aside(path: str, root: str, run_id: str, owner: tuple[int, int], undo:
             return True  # nothing there now (it was removed, or moved with its directory)
         base = open_nofollow(root, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            target_fd = _mkdirs_at(base, f"{QUARANTINE}/{run_id}/{os.path.dirname(rel)}", owner)
+            where = _quarantine_of(root, base, run_id, owner, undo)
+            target_fd = _mkdirs_at(base, f"{where}/{os.path.dirname(rel)}", owner)
         finally:
             os.close(base)
         try:
@@ -111,7 +139,7 @@ def _move_aside(path: str, root: str, run_id: str, owner: tuple[int, int], undo:
             os.close(target_fd)
     finally:
         os.close(parent_fd)
-    quarantine = os.path.join(root, QUARANTINE, run_id)
+    quarantine = os.path.join(root, undo._dirs[root])
     if quarantine not in undo.quarantines:
         undo.quarantines.append(quarantine)
     undo.moved.append(path)
@@ -162,15 +190,15 @@ def put_back(changed: dict[str, tuple[str, str]], roots: list[str], run_id: str)
         try:
             st = os.stat(root)
             owner = (st.st_uid, st.st_gid)
-            if how is None:
-                undo.failed.append(f"{path}: its earlier content was not kept (over 64 KiB, or not a file)")
-                continue
             if how == ("dir",) and _is_dir(path):
                 continue  # a directory that is still one: its changed files are undone one by one
+            # What the run left goes, whatever can be put back in its place.
             _move_aside(path, root, run_id, owner, undo)
-            if _is_dir_in_quarantine(path, root, run_id):
+            if _is_dir_in_quarantine(path, root, undo):
                 moved_dirs.append(path)
-            if how[0] != "absent":
+            if how is None:
+                undo.lost.append(f"{path}: its earlier content was not kept (over 64 KiB, or not a file)")
+            elif how[0] != "absent":
                 _put(path, how)
                 undo.restored.append(path)
         except OSError as err:
@@ -185,9 +213,9 @@ def _is_dir(path: str) -> bool:
         return False
 
 
-def _is_dir_in_quarantine(path: str, root: str, run_id: str) -> bool:
+def _is_dir_in_quarantine(path: str, root: str, undo: Undo) -> bool:
     rel = path[len(root.rstrip("/")) + 1:]
-    return _is_dir(os.path.join(root, QUARANTINE, run_id, rel))
+    return root in undo._dirs and _is_dir(os.path.join(root, undo._dirs[root], rel))
 
 
 def describe(undo: Undo) -> str:
@@ -198,3 +226,11 @@ def describe(undo: Undo) -> str:
     if undo.restored:
         parts.append(f"put back as it was ({len(undo.restored)})")
     return ", ".join(parts)
+
+
+def lost_words(undo: Undo) -> str:
+    """``; NOT put back (restore it yourself, e.g. git checkout): PATH (+N more)`` or "" (pure)."""
+    if not undo.lost:
+        return ""
+    more = f" (+{len(undo.lost) - 1} more)" if len(undo.lost) > 1 else ""
+    return f"; NOT put back (restore it yourself, e.g. git checkout): {undo.lost[0]}{more}"

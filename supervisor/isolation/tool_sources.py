@@ -35,7 +35,14 @@ import os
 import sys
 
 #: pytest's config files, in the order ``locate_config`` tries them in each directory.
-PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+PYTEST_CONFIGS = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini",
+                  "setup.cfg")
+#: What mutmut copies into mutants/ (see later_code._is_config_copy).
+MUTMUT_COPIES = ("pyproject.toml", "setup.cfg")
+#: Distribution metadata importlib.metadata finds in a sys.path directory: entry points load
+#: plugins (pytest's ``pytest11``), so their files are sources where Python imports from.
+DIST_SUFFIXES = (".dist-info", ".egg-info")
+DIST_FILES = ("entry_points.txt", "METADATA", "PKG-INFO", "top_level.txt")
 
 #: In a virtual environment's root, beside pyvenv.cfg: pip's site configuration.
 VENV_CONFIGS = ("pip.conf",)
@@ -95,6 +102,22 @@ def module_name(filename: str) -> str | None:
     return None
 
 
+#: Names tried at a tool's start-up although nothing provides them (optional imports): a
+#: package of that name in the current directory would be imported. ``org``: pickle tries
+#: ``org.python.core`` (Jython). Measured with a recording meta-path finder over
+#: ``python -m pytest --co`` (tests/unit/test_tool_sources.py keeps the list current).
+OPTIONAL_IMPORTS = frozenset({"org"})
+
+_NAMED = frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names)
+
+
+def named_module(filename: str) -> bool:
+    """Is FILENAME (a file or a directory name) a module or package with a name that a tool's
+    start-up imports wherever it is found (pure)?"""
+    name = module_name(filename) if "." in filename else filename
+    return name is not None and (name in _NAMED or name in KNOWN_TOOL_MODULES or name in OPTIONAL_IMPORTS)
+
+
 def has_stanza(head: bytes) -> bool:
     """Does this start of a shell script carry the stanza line (pure)?"""
     return STANZA_TAG in head[:STANZA_HEAD]
@@ -104,18 +127,46 @@ def is_stanza_candidate(filename: str) -> bool:
     return filename.endswith(STANZA_SUFFIXES)
 
 
-def shadows(name: str, search_path: list[str]) -> bool:
-    """Would a module NAME in the work dir hide one Python finds elsewhere (the standard
-    library, or SEARCH_PATH: site-packages of the environments involved)? Only such a name is
-    imported by a tool's own start-up, before any plugin of ours runs."""
-    if name in sys.stdlib_module_names or name in sys.builtin_module_names or name in KNOWN_TOOL_MODULES:
-        return True
-    from importlib.machinery import PathFinder
+# Where pip and uv read a `cache-dir` of their own (pip docs "Configuration: Location"; uv docs
+# "Configuration files"): a cache moved there is the same code cache.
+PIP_CONFIGS = ("/etc/pip.conf", "/etc/xdg/pip/pip.conf", "~/.config/pip/pip.conf", "~/.pip/pip.conf")
+UV_CONFIGS = ("/etc/uv/uv.toml", "~/.config/uv/uv.toml")
 
-    try:
-        return PathFinder.find_spec(name, search_path) is not None
-    except (ImportError, ValueError, OSError):
-        return True  # cannot tell: fail closed
+
+def cache_dir_setting(text: str) -> str | None:
+    """The value of a ``cache-dir``/``cache_dir`` line of an ini or TOML file (pure)."""
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key.strip().replace("_", "-") == "cache-dir":
+            return value.strip().strip("'\"") or None
+    return None
+
+
+def configured_caches(home: str, environ: dict[str, str]) -> dict[str, str]:
+    """{cache dir: tool} for the caches pip's and uv's own config files move."""
+    from .later_code import read_regular
+
+    found: dict[str, str] = {}
+    files = [(p, "pip") for p in PIP_CONFIGS] + [(p, "uv") for p in UV_CONFIGS]
+    for variable, tool in (("PIP_CONFIG_FILE", "pip"), ("UV_CONFIG_FILE", "uv")):
+        if environ.get(variable, "").startswith("/"):
+            files.append((environ[variable], tool))
+    for path, tool in files:
+        if path.startswith("~/"):
+            if not home or home == "/":
+                continue
+            path = os.path.join(home, path[2:])
+        try:
+            text = read_regular(path, 1 << 16).decode("utf-8", "replace")
+        except (OSError, ValueError):
+            continue
+        value = cache_dir_setting(text)
+        if value:
+            if value.startswith("~/") and home:
+                value = os.path.join(home, value[2:])
+            if value.startswith("/"):
+                found[os.path.normpath(value)] = tool
+    return found
 
 
 def cache_refusal(path: str, home: str, environ: dict[str, str]) -> str | None:
@@ -134,6 +185,7 @@ def cache_refusal(path: str, home: str, environ: dict[str, str]) -> str | None:
         value = environ.get(variable, "")
         if value.startswith("/"):
             caches[os.path.normpath(value)] = tool
+    caches.update(configured_caches(home, environ))
     for cache, tool in caches.items():
         inside = path == cache or path.startswith(cache.rstrip("/") + "/")
         holds = cache.startswith(path.rstrip("/") + "/")

@@ -31,42 +31,96 @@ REACH = ("import socket as _s\n"
          "_c.recv(100)\n")
 
 
-def _plant_files(case: str) -> dict[str, str]:
-    """What the run writes, per case (relative path -> content)."""
-    reach = REACH.format(case=case)
+ADDOPTION = "def pytest_addoption(parser):\n    parser.addoption('--no-docker', action='store_true')\n"
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+PYTEST_ND = [*PYTEST, "--no-docker"]
+
+
+def _cases() -> dict[str, tuple[dict[str, str], dict[str, str], list[str], str]]:
+    """case -> (the project's own files besides the usual, what the run writes, the next
+    command outside, the directory it starts in). A content "PYC:..." is compiled."""
+    def reach(case: str) -> str:
+        return REACH.format(case=case)
+
     return {
-        # 1. `python -m pytest --no-docker`: the current directory is sys.path[0].
-        "pytest-py": {"pytest.py": reach + "raise SystemExit(0)\n"},
-        # 2. a new pytest.ini beats pyproject.toml's `no_docker = true`; the conftest.py (the
-        #    run's output, imported by the next session) runs outside then.
-        "pytest-ini": {"pytest.ini": "[pytest]\naddopts = -p no:no_docker\n", "conftest.py": reach},
-        # 3. even with --no-docker typed: the plugin blocked, the option defined by a conftest.
-        "dot-pytest-ini": {".pytest.ini": "[pytest]\naddopts = -p no:no_docker\n",
-                           "conftest.py": reach + "def pytest_addoption(parser):\n"
-                           "    parser.addoption('--no-docker', action='store_true')\n"},
-        # 4. the project's own pyproject.toml turned off (read-only inside: the write fails).
-        "pyproject-off": {"pyproject.toml": "[tool.pytest.ini_options]\nno_docker = false\n",
-                          "conftest.py": reach},
-    }[case]
+        # `python -m pytest --no-docker`: the current directory is sys.path[0].
+        "pytest-py": ({}, {"pytest.py": reach("pytest-py") + "raise SystemExit(0)\n"}, PYTEST_ND, ""),
+        # a new pytest.ini beats pyproject.toml's `no_docker = true`; the conftest.py (the run's
+        # output, imported by the next session) runs outside then.
+        "pytest-ini": ({}, {"pytest.ini": "[pytest]\naddopts = -p no:no_docker\n",
+                            "conftest.py": reach("pytest-ini")}, PYTEST, ""),
+        # even with --no-docker typed: the plugin blocked, the option defined by a conftest.
+        "dot-pytest-ini": ({}, {".pytest.ini": "[pytest]\naddopts = -p no:no_docker\n",
+                                "conftest.py": reach("dot-pytest-ini") + ADDOPTION}, PYTEST_ND, ""),
+        # the project's own pyproject.toml turned off (read-only inside: the write fails).
+        "pyproject-off": ({}, {"pyproject.toml": "[tool.pytest.ini_options]\nno_docker = false\n",
+                               "conftest.py": reach("pyproject-off")}, PYTEST, ""),
+        # --- the red-team review of the first build (each got through it) ---
+        # a02: `cd tests && python -m pytest`: tests/ is sys.path[0] then.
+        "tests-pytest-py": ({"tests/test_t.py": "def test_t():\n    pass\n"},
+                            {"tests/pytest.py": reach("tests-pytest-py") + "raise SystemExit(0)\n"},
+                            PYTEST_ND, "tests"),
+        # a03: a distribution in the current directory: importlib.metadata reads its pytest11.
+        "dist-info-plugin": ({}, {"e-1.0.dist-info/METADATA":
+                                  "Metadata-Version: 2.1\nName: e\nVersion: 1.0\n",
+                                  "e-1.0.dist-info/entry_points.txt": "[pytest11]\ne = t75evil\n",
+                                  "t75evil.py": reach("dist-info-plugin")}, PYTEST_ND, ""),
+        # a05: pickle tries org.python.core at pytest's start-up.
+        "org-package": ({}, {"org/__init__.py": reach("org-package")}, PYTEST_ND, ""),
+        # a21: pytest 9 reads pytest.toml first.
+        "pytest-toml": ({}, {"pytest.toml": '[pytest]\naddopts = ["-p", "no:no_docker"]\n',
+                             "conftest.py": reach("pytest-toml") + ADDOPTION}, PYTEST_ND, ""),
+        # a22: .pytest.toml, an empty [pytest] table is enough.
+        "dot-pytest-toml": ({}, {".pytest.toml": "[pytest]\n", "conftest.py": reach("dot-pytest-toml")},
+                            PYTEST, ""),
+        # a25: a -p plugin of the project's own config is imported before the plugin re-executes.
+        "p-plugin-edited": ({"pyproject.toml":
+                             '[tool.pytest.ini_options]\nno_docker = true\naddopts = "-p t75plug"\n',
+                             "t75plug.py": "\n"},
+                            {"t75plug.py": reach("p-plugin-edited")}, PYTEST_ND, ""),
+        # a30: a sourceless package of a name pytest imports.
+        "sourceless-package": ({}, {"pluggy/__init__.pyc": "PYC:" + reach("sourceless-package")},
+                               PYTEST_ND, ""),
+        # a39: a distribution that takes no_docker's own plugin name (required_plugins still met).
+        "dist-info-hides-plugin": ({}, {
+            "no_docker-0.1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: no-docker\nVersion: 0.1.0\n",
+            "no_docker-0.1.0.dist-info/entry_points.txt": "[pytest11]\nno_docker = json\n",
+            "conftest.py": reach("dist-info-hides-plugin") + ADDOPTION.replace(
+                "\n", "\n    parser.addini('no_docker', 'x', type='bool')\n", 1).rstrip() + "\n"},
+            PYTEST_ND, ""),
+        # a40: a byte copy of another config of the project, to the root.
+        "copied-config": ({"examples/pytest.ini": "[pytest]\n"},
+                          {"pytest.ini": "[pytest]\n", "conftest.py": reach("copied-config")}, PYTEST, ""),
+    }
 
 
-NEXT = {
-    "pytest-py": [sys.executable, "-m", "pytest", "--no-docker", "-q", "-p", "no:cacheprovider"],
-    "pytest-ini": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-    "dot-pytest-ini": [sys.executable, "-m", "pytest", "--no-docker", "-q", "-p", "no:cacheprovider"],
-    "pyproject-off": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-}
+CASES = _cases()
 
 
-def _project(work: Path) -> None:
+def _project(work: Path, extra: dict[str, str] | None = None) -> None:
     work.mkdir()
     (work / "pyproject.toml").write_text("[tool.pytest.ini_options]\nno_docker = true\n")
     (work / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    for name, text in (extra or {}).items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
 
 
 def _plant_script(files: dict[str, str]) -> str:
-    return "import pathlib\n" + "".join(
-        f"pathlib.Path({name!r}).write_text({text!r})\n" for name, text in files.items())
+    lines = ["import pathlib, py_compile, tempfile"]
+    for name, text in files.items():
+        lines.append(f"pathlib.Path({name!r}).parent.mkdir(parents=True, exist_ok=True)")
+        if text.startswith("PYC:"):
+            lines.append(f"src = tempfile.mktemp(suffix='.py'); pathlib.Path(src).write_text({text[4:]!r}); "
+                         f"py_compile.compile(src, cfile={name!r})")
+        else:
+            lines.append(f"pathlib.Path({name!r}).write_text({text!r})")
+    return "\n".join(lines) + "\n"
+
+
+def _plant_here(work: Path, files: dict[str, str]) -> None:
+    """The control: the same plant, made without a run."""
+    subprocess.run([sys.executable, "-c", _plant_script(files)], cwd=work, check=True, timeout=60)
 
 
 def _env(guard) -> dict[str, str]:
@@ -84,26 +138,26 @@ def t75_guard(module_guard):
     return module_guard
 
 
-@pytest.mark.parametrize("case", list(NEXT))
+@pytest.mark.parametrize("case", list(CASES))
 def test_the_next_command_outside_reaches_nothing(t75_guard, case):
     require_bwrap()
     guard = t75_guard
+    own, files, following, start = CASES[case]
     base = guard.base / f"t75-{case}"
     base.mkdir()
     env = _env(guard)
-    files = _plant_files(case)
 
     # The control: the same plant, made without a run; the next command reaches the canary.
     control = base / "control"
-    _project(control)
-    for name, text in files.items():
-        (control / name).write_text(text)
-    guard.run(NEXT[case], cwd=control, env=env, timeout=120)
-    assert _reached(guard, case), f"control: the planted code did not reach the canary ({case})"
+    _project(control, own)
+    _plant_here(control, files)
+    done = guard.run(following, cwd=control / start, env=env, timeout=120)
+    assert _reached(guard, case), (f"control: the planted code did not reach the canary ({case}): "
+                                   f"{(done.stdout + done.stderr).decode(errors='replace')[-1500:]}")
     seen = len(guard.records())
 
     work = base / "work"
-    _project(work)
+    _project(work, own)
     planted = guard.run([*no_docker_argv("run", "--quiet", "--"), sys.executable, "-c", _plant_script(files)],
                         cwd=work, env=env, timeout=120)
     stderr = planted.stderr.decode(errors="replace")
@@ -114,10 +168,7 @@ def test_the_next_command_outside_reaches_nothing(t75_guard, case):
         assert planted.returncode == 125, stderr
         assert "P4 not proven: the run left code that runs later, outside" in stderr, stderr
         assert "moved aside to" in stderr and "none of it runs later" in stderr, stderr
-        for name in files:
-            if name != "conftest.py":  # the project's test code: it runs inside the next run
-                assert not (work / name).exists(), (name, stderr)
-    after = guard.run(NEXT[case], cwd=work, env=env, timeout=180)
+    after = guard.run(following, cwd=work / start, env=env, timeout=180)
     out = (after.stdout + after.stderr).decode(errors="replace")
     assert not any(f"/t75/{case}" in json.dumps(r) for r in guard.records()[seen:]), (
         f"the next command outside reached the canary ({case}): {out[-1500:]}")
@@ -249,3 +300,86 @@ def test_git_outside_after_a_refused_run_runs_nothing(t75_guard):
     guard.run(["sh", "-c", "rm -rf evil; " + plant], cwd=work, env=env)
     guard.run(["git", "status"], cwd=work, env=env)
     assert _reached(guard, "git")
+
+
+def test_a_path_an_editable_install_adds_is_guarded_like_the_root(t75_guard):
+    """a08: the project venv's .pth names W/src (an editable src-layout install); a
+    sitecustomize.py the run puts there ran at every later start of that venv's Python."""
+    require_bwrap()
+    guard = t75_guard
+    work = guard.base / "t75-pth"
+    _project(work)
+    (work / "src").mkdir()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / ".venv")], check=True,
+                   timeout=120)
+    python = work / ".venv" / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    Path(site, "__editable__.proj-0.1.pth").write_text(f"{work}/src\n")
+    env = _env(guard)
+    plant = _plant_script({"src/sitecustomize.py": REACH.format(case="pth")})
+    planted = guard.run([*no_docker_argv("run", "--quiet", "--"), sys.executable, "-c", plant], cwd=work,
+                        env=env)
+    assert planted.returncode == 125 and b"none of it runs later" in planted.stderr, planted.stderr
+    seen = len(guard.records())
+    guard.run([str(python), "-c", "pass"], cwd=guard.base, env=env)
+    assert not any("/t75/pth" in json.dumps(r) for r in guard.records()[seen:])
+    _plant_here(work, {"src/sitecustomize.py": REACH.format(case="pth")})  # the control
+    guard.run([str(python), "-c", "pass"], cwd=guard.base, env=env)
+    assert _reached(guard, "pth")
+
+
+def test_a_planted_quarantine_name_does_not_keep_the_plant(t75_guard):
+    """a11/a26: the run first takes .no-docker-quarantine (a link, a file): the undo used to stop
+    there ("NOT undone") and the next run took what was left as its baseline."""
+    require_bwrap()
+    guard = t75_guard
+    env = _env(guard)
+    for kind in ("link", "file"):
+        work = guard.base / f"t75-quarantine-{kind}"
+        _project(work)
+        first = ("ln -s /nonexistent .no-docker-quarantine" if kind == "link"
+                 else "touch .no-docker-quarantine")
+        plant = f"{first} && printf '%s' \"$0\" > pytest.py"
+        planted = guard.run([*no_docker_argv("run", "--quiet", "--"), "sh", "-c", plant,
+                             REACH.format(case=f"q-{kind}")], cwd=work, env=env)
+        assert planted.returncode == 125 and b"none of it runs later" in planted.stderr, planted.stderr
+        assert not (work / "pytest.py").exists()
+        seen = len(guard.records())
+        guard.run(PYTEST_ND, cwd=work, env=env)
+        assert not any(f"/t75/q-{kind}" in json.dumps(r) for r in guard.records()[seen:])
+
+
+def test_a_stanza_script_without_a_suffix_is_read_only(t75_guard):
+    """a16: tests/run-tests (a bash shebang, no .sh) carrying the stanza line."""
+    require_bwrap()
+    guard = t75_guard
+    work = guard.base / "t75-stanza-nosuffix"
+    (work / "tests").mkdir(parents=True)
+    stanza = subprocess.run(no_docker_argv("stanza"), capture_output=True, text=True, timeout=30,
+                            check=True).stdout
+    script = work / "tests" / "run-tests"
+    reach = REACH.format(case="nosuffix")
+    script.write_text(f"#!/bin/bash\n{stanza}{sys.executable} - <<'EOF'\n{reach}EOF\n")
+    script.chmod(0o755)
+    env = _env(guard)
+    removed = guard.run([*no_docker_argv("run", "--quiet", "--"), "sed", "-i", "/re-exec stanza/d",
+                         "tests/run-tests"], cwd=work, env=env)
+    assert removed.returncode != 0 and "stanza" in script.read_text(), removed.stderr
+    seen = len(guard.records())
+    guard.run(["bash", "tests/run-tests"], cwd=work, env=env)
+    assert not any("/t75/nosuffix" in json.dumps(r) for r in guard.records()[seen:])
+
+
+def test_a_cache_moved_by_pips_config_is_not_writable(tmp_path):
+    """a18: pip's cache-dir set in ~/.config/pip/pip.conf; --rw of it is the same route."""
+    home = tmp_path / "home"
+    (home / ".config" / "pip").mkdir(parents=True)
+    cache = tmp_path / "pipc"
+    cache.mkdir()
+    (home / ".config" / "pip" / "pip.conf").write_text(f"[global]\ncache-dir = {cache}\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(no_docker_argv("run", "--rw", str(cache), "--", "true"), cwd=work,
+                          env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "pip's cache" in done.stderr, done.stderr

@@ -342,11 +342,14 @@ def test_a_rw_repository_keeps_its_hooks_read_only(tmp_path, build):
         assert result.returncode == 125 and "hooks is writable" in result.stderr, result.stderr
         assert result.stdout == ""
         return
-    assert hook.exists() == (build != "real")
     if build != "real":
-        # The hook was written: the after-run audit (the third line of defence) still names it.
+        # The hook was written: the after-run audit (the third line of defence) still names it,
+        # and moves it aside (issue 25).
+        assert result.stdout.strip() == "WROTE", result.stdout
         assert result.returncode == 125 and "hooks/pre-commit: absent -> file" in result.stderr, result.stderr
+        assert "none of it runs later" in result.stderr and not hook.exists(), result.stderr
         return
+    assert not hook.exists()
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "REFUSED", result.stdout
 

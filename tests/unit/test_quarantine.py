@@ -100,15 +100,57 @@ def test_a_copy_with_a_no_docker_table_is_a_change(tmp_path):
     assert audit.changes() != []
 
 
-def test_a_module_that_hides_nothing_is_the_projects_own(tmp_path):
+def test_what_python_imports_from_a_root_counts_whatever_its_name(tmp_path):
+    # The root is sys.path[0] of `python -m` there: every importable entry is a source.
     (tmp_path / "mymod_t25.py").write_text("x = 1\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "helper_t25.py").write_text("")
     audit = later_code.LaterCodeAudit()
     audit.start([str(tmp_path)], [])
     (tmp_path / "mymod_t25.py").write_text("x = 2  # a mutant\n")
-    (tmp_path / "other_t25.py").write_text("")
-    assert audit.changes() == []
-    (tmp_path / "json.py").write_text("")
-    (tmp_path / "pytest").mkdir()
-    (tmp_path / "pytest" / "__init__.py").write_text("")
-    assert sorted(c.split(":")[0] for c in audit.changes()) == [f"{tmp_path}/json.py",
-                                                               f"{tmp_path}/pytest/__init__.py"]
+    (tmp_path / "org").mkdir()
+    (tmp_path / "org" / "__init__.py").write_text("")  # pickle tries org.python.core
+    (tmp_path / "pluggy").mkdir()
+    (tmp_path / "pluggy" / "__init__.pyc").write_bytes(b"")  # sourceless
+    (tmp_path / "e-1.0.dist-info").mkdir()
+    (tmp_path / "e-1.0.dist-info" / "entry_points.txt").write_text("[pytest11]\ne = evilmod\n")
+    (tmp_path / "tests" / "helper_t25.py").write_text("changed = 1\n")  # the project's, below the root
+    (tmp_path / "tests" / "pytest.py").write_text("")  # a tool's name, anywhere
+    (tmp_path / "tests" / "mutants_t25").mkdir()
+    assert sorted(c.split(":")[0] for c in audit.changes()) == [
+        f"{tmp_path}/e-1.0.dist-info/entry_points.txt", f"{tmp_path}/mymod_t25.py",
+        f"{tmp_path}/org/__init__.py",
+        f"{tmp_path}/pluggy/__init__.pyc", f"{tmp_path}/tests/pytest.py"]
+
+
+def test_a_path_a_venv_adds_is_an_import_root_too(tmp_path):
+    # An editable install's .pth names W/src: its sitecustomize.py runs at every start.
+    site = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (tmp_path / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (tmp_path / "src").mkdir()
+    (site / "__editable__.proj-0.1.pth").write_text(f"{tmp_path}/src\n")
+    audit = later_code.LaterCodeAudit()
+    audit.start([str(tmp_path)], [])
+    (tmp_path / "src" / "sitecustomize.py").write_text("import os\n")
+    assert [c.split(":")[0] for c in audit.changes()] == [f"{tmp_path}/src/sitecustomize.py"]
+
+
+def test_a_planted_quarantine_name_does_not_stop_the_undo(tmp_path):
+    (tmp_path / quarantine.QUARANTINE).symlink_to("/nonexistent")
+    new = tmp_path / "pytest.py"
+    new.write_text("x")
+    undo = quarantine.put_back({str(new): ("absent", "file:x")}, [str(tmp_path)], "r5")
+    assert undo.failed == [] and not new.exists(), undo.failed
+    assert undo.quarantines == [f"{tmp_path}/{quarantine.QUARANTINE}.1/r5"]
+    assert (tmp_path / f"{quarantine.QUARANTINE}.1" / "r5" / "pytest.py").read_text() == "x"
+
+
+def test_what_cannot_be_put_back_is_still_moved_aside(tmp_path):
+    big = tmp_path / "big.py"
+    big.write_bytes(b"#" * 70000)
+    before = later_code._entry_kind(str(big))
+    big.write_bytes(b"import os\n" + b"#" * 70000)
+    undo = quarantine.put_back({str(big): (before, later_code._entry_kind(str(big)))}, [str(tmp_path)], "r6")
+    assert not big.exists() and undo.lost and undo.failed == []
+    assert "NOT put back" in run.undo_words(undo, []) and "none of it runs later" in run.undo_words(undo, [])
