@@ -22,7 +22,7 @@ from pathlib import Path
 from .findings import RULE_DECLARED, Finding
 from .repo import Repository
 from .tools import run_actionlint, run_shellcheck
-from .workflow_rules import WorkflowError, check_workflow, unisolated_declarations
+from .workflow_rules import WorkflowError, check_workflow, unisolated_declarations, workflow_notes
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -74,10 +74,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def workflow_findings(repo: Repository, workflows: list[str],
-                      declared: list[str] | None = None) -> list[Finding]:
+                      declared: list[str] | None = None, notes: list[str] | None = None) -> list[Finding]:
     """T-19 over every workflow; all files are parsed first so a broken one stops the guard
     before any tool runs (WorkflowError: exit 2). Steps declared unisolated go to ``declared``
-    as ``file:line: job/step: reason``."""
+    as ``file:line: job/step: reason``; what is accepted with a caveat to ``notes``."""
     findings: list[Finding] = []
     for rel in workflows:
         text = repo.read_text(rel)
@@ -87,13 +87,16 @@ def workflow_findings(repo: Repository, workflows: list[str],
         if declared is not None:
             declared += [f"{rel}:{line}: {label}: {reason}" for line, label, reason in
                          unisolated_declarations(text, rel)]
+        if notes is not None:
+            notes += workflow_notes(text, rel)
     return findings
 
 
-def guard(repo: Repository, declared: list[str] | None = None) -> tuple[dict[str, list[str]], list[Finding]]:
+def guard(repo: Repository, declared: list[str] | None = None,
+          notes: list[str] | None = None) -> tuple[dict[str, list[str]], list[Finding]]:
     scripts = repo.shell_scripts()
     workflows = repo.workflows()
-    findings = workflow_findings(repo, workflows, declared)
+    findings = workflow_findings(repo, workflows, declared, notes)
     findings += run_shellcheck(repo.root, scripts)
     findings += run_actionlint(repo.root, workflows)
     untracked = set(repo.untracked)
@@ -121,8 +124,9 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     repo = Repository.open(Path(args.repo))
     declared: list[str] = []
+    notes: list[str] = []
     try:
-        checked, findings = guard(repo, declared)
+        checked, findings = guard(repo, declared, notes)
     except WorkflowError as err:
         raise UsageError(f"guard: {err}") from None
     if not args.allow_declared:
@@ -135,6 +139,7 @@ def main(argv: list[str]) -> int:
             "checked": checked,
             "findings": [f.as_json() for f in findings],
             "declared_unisolated": declared,
+            "notes": notes,
             "ok": not findings,
         }
         print(json.dumps(doc, indent=2))
@@ -150,6 +155,8 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
     for line in declared:  # an exemption is never silent
         print(f"no-docker: guard: declared unisolated (reviewed exemption): {line}", file=sys.stderr)
+    for line in notes:  # accepted, with a caveat the reviewer should know
+        print(f"no-docker: guard: note: {line}", file=sys.stderr)
     by_rule: dict[str, int] = {}
     for f in findings:
         family = f.rule.split("/")[0]

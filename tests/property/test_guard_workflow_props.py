@@ -25,12 +25,20 @@ class Repo:
     def is_no_docker_action(self, path: str) -> bool:
         return False  # a local action named like ours, not our bytes
 
+    def has_link(self, path: str) -> bool:
+        return False
+
+    def run_config(self, directory: str) -> list[tuple[str, str]] | None:
+        return []
+
 
 ALLOWED = st.sampled_from([
     "uses: actions/checkout@v4", "uses: actions/setup-python@v5", "run: no-docker guard",
     "run: sudo apt-get install -y -qq bubblewrap", "run: pip install --quiet no-docker",
     "run: python3 -I -m pip install no-docker 'pytest>=8'", "run: echo hello",
-    "run: set -euo pipefail && echo ok", 'run: echo FOO=1 >> "$GITHUB_ENV"',
+    "run: set -euo pipefail && echo ok", 'run: echo FORCE_COLOR=1 >> "$GITHUB_ENV"',
+    "uses: actions/upload-artifact@v4\n        with: {name: a, path: dist}",
+    "uses: actions/download-artifact@v4\n        with: {name: a, path: dist}",
 ])
 ISOLATED = st.sampled_from([
     "run: no-docker run -- pytest -q", "run: no-docker run -- make test",

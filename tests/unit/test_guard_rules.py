@@ -41,10 +41,14 @@ class FakeRepo:
         stanza_scripts: tuple[str, ...] = ("tests/suite.sh",),
         pytest_isolates: bool = False,
         actions: tuple[str, ...] = (),
+        links: tuple[str, ...] = (),
+        configs: dict[str, list[tuple[str, str]] | None] | None = None,
     ) -> None:
         self.stanza_scripts = stanza_scripts
         self.pytest_isolates = pytest_isolates
         self.actions = actions
+        self.links = links
+        self.configs = configs or {}
 
     def script_has_stanza(self, path: str) -> bool:
         return path in self.stanza_scripts
@@ -54,6 +58,12 @@ class FakeRepo:
 
     def is_no_docker_action(self, path: str) -> bool:
         return path in self.actions
+
+    def has_link(self, path: str) -> bool:
+        return path in self.links
+
+    def run_config(self, directory: str) -> list[tuple[str, str]] | None:
+        return self.configs.get(directory, [])
 
 
 def expected(text: str) -> set[tuple[int, str]]:
@@ -209,7 +219,9 @@ def test_github_expressions_in_run_are_refused() -> None:
         ("pip install -r requirements.txt", ["plain"]),
         ("python3 -I -m pip install no-docker", ["allowed"]),
         ("python -m pip install no-docker", ["plain"]),
-        ("echo FOO=1 >> \"$GITHUB_ENV\"", ["allowed"]),
+        ("echo FORCE_COLOR=1 >> \"$GITHUB_ENV\"", ["allowed"]),
+        ("echo FOO=1 >> \"$GITHUB_ENV\"", ["plain"]),  # default-deny: not on the short list
+        ("echo PIP_FIND_LINKS=./dist >> \"$GITHUB_ENV\"", ["plain"]),
         ("echo BASH_ENV=./x >> \"$GITHUB_ENV\"", ["plain"]),
         ("echo ./bin >> \"$GITHUB_PATH\"", ["plain"]),
         ("no-docker run -- env >> \"$GITHUB_ENV\"", ["plain"]),
