@@ -251,7 +251,7 @@ def _env_findings(node: yaml.Node | None, file: str, what: str, *, outside: bool
             problem = outside_problem(name, _scalar(value)) if outside else before_no_docker_problem(name)
         if problem is not None:
             findings.append(Finding(file, key.start_mark.line + 1, RULE_ENV,
-                                    f"{what} sets {problem}; drop it, or set it inside the run "
+                                    f"{what}: {problem}; drop it, or set it inside the run "
                                     "(no-docker run -- env NAME=VALUE CMD)"))
     return findings
 
@@ -510,14 +510,15 @@ def check_job(
             findings.append(Finding(file, step.line, RULE_ORDER,
                                     f"step '{step.label}' of job '{job_id}' is not isolated ({step.detail}) "
                                     f"but runs after the isolated step '{first_isolated.label}' (line "
-                                    f"{first_isolated.line}); move it before, isolate it, or use another "
-                                    "job"))
+                                    f"{first_isolated.line}); " + _remedy(
+                                        step.detail, "move it before, isolate it, or use another job")))
         elif step.kind is StepKind.PLAIN:
             findings.append(Finding(file, step.line, RULE_UNISOLATED,
                                     f"step '{step.label}' of job '{job_id}' may run the repository's code "
-                                    f"outside no-docker run ({step.detail}); run it under no-docker run or "
-                                    "the no-docker action, or declare it with a reviewed "
-                                    "`# no-docker: unisolated: REASON` comment above it"))
+                                    f"outside no-docker run ({step.detail}); " + _remedy(
+                                        step.detail, "run it under no-docker run or the no-docker action, "
+                                        "or declare it with a reviewed `# no-docker: unisolated: REASON` "
+                                        "comment above it")))
         if step.kind in (StepKind.ISOLATED, StepKind.MIXED) and first_isolated is None:
             first_isolated = step
         if uses_name in ("actions/download-artifact", *CACHE_ACTIONS):
@@ -526,6 +527,25 @@ def check_job(
         if step.kind is not StepKind.ALLOWED or uses_name in ("actions/download-artifact", *CACHE_ACTIONS):
             workspace_clean = False
     return findings
+
+
+# What to do, by what was refused (the first that matches the step's detail); else the default.
+_REMEDIES = (
+    (re.compile(r"pyproject\.toml"),
+     "let a failed run stop the later ones (no `|| true`, no `if: always()`) or use one no-docker run"),
+    (re.compile(r"no-docker run (--rw|--ro|--work|--report)|its work dir|working-directory|cd |"
+                r"passes through"),
+     "give no-docker run only paths inside the workspace or ~/.cache/NAME, by their real name "
+     "(docs/ci-guard.md, Paths)"),
+    (re.compile(r"short list|load other code|env:"), "set outside a run only the variables of the "
+     "guard's short list; pass others to the command inside (no-docker run -- env NAME=VALUE CMD)"),
+    (re.compile(r"pip|apt|install:"), "install tools by NAME[==VERSION] from the index, and the project "
+     "itself inside a run (no-docker run -- pip install .)"),
+)
+
+
+def _remedy(detail: str, default: str) -> str:
+    return next((todo for pattern, todo in _REMEDIES if pattern.search(detail)), default)
 
 
 def _restored_paths(step: yaml.Node) -> list[str]:
