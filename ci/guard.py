@@ -5,7 +5,8 @@
 2. actionlint on ``.github/workflows/*.yml|yaml`` (the same files: tracked, or untracked and
    not ignored);
 3. T-19, the workflow checks (``workflow_rules``): code under test only in the last steps of
-   each job, no step mixing isolated and plain commands, no ``continue-on-error``.
+   each job, no step mixing isolated and plain commands, no ``continue-on-error``; default-deny
+   on the environment (``environment``), install arguments and run paths (``runner_paths``).
 
 Findings print as ``file:line: rule: message`` on stdout (or one JSON document with
 ``--json``) and make the exit status 1. A REPO that is not a git repository, a workflow that
@@ -32,17 +33,24 @@ ShellCheck on every shell script and actionlint on every .github/workflows/*.yml
 git would commit (tracked, or untracked and not ignored: checked before `git add`), and
 the workflow checks of T-19, default-deny: every step runs under `no-docker run` or the
 no-docker action (recognised by its ref or by our own action.yml's bytes, never by its name),
-or is on the allowlist of steps that cannot run the repository's code (checkout and setup
-actions, installs by name, the guard itself), or is declared with a reviewed comment
+or is on the allowlist of steps that cannot run the repository's code (actions/checkout,
+setup-python/node/go/java, upload-artifact (also after isolated steps), download-artifact;
+installs by NAME[==VERSION] from the index, never a path, archive, URL or pip/apt option that
+reads a file; the guard itself), or is declared with a reviewed comment
 `# no-docker: unisolated: REASON` right above it (reported on stderr, never silent). Once a
 step ran isolated, every later step is isolated too; no step mixes isolated and plain
-commands; no ${{ }} in run:, no shell: but bash or sh, no env that makes a shell load files
-(BASH_ENV, PATH, PYTHONPATH...), no job container or engine service; no continue-on-error."""
+commands; no ${{ }} in run:, no shell: but bash or sh; environment default-deny (outside a
+run only a short list: CI, FORCE_COLOR, NO_COLOR, TERM, LANG, LC_ALL, DEBIAN_FRONTEND...);
+`no-docker run` paths (--rw, --work, --ro, the step's directory, [tool.no-docker]) resolved
+and kept off the runner's file commands, _temp, tool cache, work dir and $HOME; a restored
+cache is a finding; no job container or engine service; no continue-on-error."""
 
 EPILOG = """\
 output: one finding a line, `file:line: rule: message` (rules: shellcheck/SCnnnn,
 actionlint/KIND, unisolated-step, declared-unisolated (without --allow-declared), isolation-order,
-mixed-step, unsafe-env, shell-not-plain, engine-container, continue-on-error); a summary on stderr.
+mixed-step, unsafe-env, shell-not-plain, engine-container, restored-cache, continue-on-error),
+each saying what to do; notes (accepted with a caveat, e.g. a checkout that keeps its token)
+and a summary on stderr.
 exit status: 0 clean, 1 findings, 2 usage error, REPO not a git repository, a workflow
 that is not YAML, or ShellCheck/actionlint missing or failing. See docs/ci-guard.md."""
 
@@ -62,7 +70,8 @@ def parser() -> argparse.ArgumentParser:
         help="a directory inside the git repository to check (default: .)",
     )
     p.add_argument(
-        "--json", action="store_true", help="print one JSON document: repo, the files checked, findings, ok"
+        "--json", action="store_true",
+        help="print one JSON document: repo, the files checked, findings, declared_unisolated, notes, ok"
     )
     p.add_argument(
         "--allow-declared",
