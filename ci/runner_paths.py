@@ -85,9 +85,10 @@ def writable_problem(path: str, has_link: Callable[[str], bool],
     """Why a run may not write ``path`` (absolute, normalised), or None."""
     rel = in_workspace(path)
     if rel is None and not (is_under(path, CACHE) and path != CACHE):
-        what = _what_runs_later(path) or "it lies outside the workspace"
-        return (f"{what}, whose content runs later outside; only the workspace ({WORK}/R/R) "
-                f"and {CACHE}/NAME may be writable")
+        runs_later = _what_runs_later(path)
+        what = f"{runs_later}, whose content runs later outside" if runs_later else \
+            "it lies outside the workspace, where the guard cannot tell what reads it later"
+        return f"{what}; only the workspace ({WORK}/R/R) and {CACHE}/NAME may be writable"
     return _relative_problem(path, rel, has_link, written)
 
 

@@ -428,6 +428,7 @@ def judge_run_options(args: list[str | None], ctx: RunContext | None = None, *, 
             continue
         i += 1
     written: list[str] = []
+    runs: list[EarlierRun] = []
     for cwd in sorted(ctx.cwds):
         works = [place(p, cwd) for f, p in given if f == "--work"] or [cwd]
         work = works[-1]
@@ -435,8 +436,9 @@ def judge_run_options(args: list[str | None], ctx: RunContext | None = None, *, 
         problem = writable_problem(work, ctx.has_link, ctx.written)
         if problem:
             return Kind.PLAIN, f"no-docker run: {where} {work}: {problem}"
+        config_file = work.rstrip("/") + "/pyproject.toml"
         for earlier in ctx.runs:
-            if any(is_under_path(work, root) for root in earlier.writable) and not (
+            if any(is_under_path(config_file, root) for root in earlier.writable) and not (
                     earlier.work == work and (earlier.fatal or _and_follows(earlier.node, node))):
                 return Kind.PLAIN, (f"no-docker run reads {work}/pyproject.toml [tool.no-docker] (its rw "
                                     "and ro defaults), which an earlier run could rewrite and still let "
@@ -454,8 +456,9 @@ def judge_run_options(args: list[str | None], ctx: RunContext | None = None, *, 
             if problem:
                 return Kind.PLAIN, f"no-docker run {flag} {path}: {problem}"
         writable = (work, *[p for f, p in options if f == "--rw"])
-        ctx.runs.append(EarlierRun(work, writable, fatal, node, fails_step))
+        runs.append(EarlierRun(work, writable, fatal, node, fails_step))  # one per place it may start
         written += writable
+    ctx.runs.extend(runs)
     ctx.written.extend(p for p in dict.fromkeys(written) if p not in ctx.written)
     return Kind.ISOLATED, "no-docker run"
 
@@ -558,8 +561,12 @@ def _redirect_target(r: Node) -> str:
     return _text(dest) if dest is not None else ""
 
 
-def _judge_redirects(kind: Kind, words: list[str | None], redirects: list[Node]) -> str | None:
-    """A reason to refuse the command's redirections, or None."""
+def _judge_redirects(kind: Kind, words: list[str | None], redirects: list[Node],
+                     ctx: RunContext | None = None) -> str | None:
+    """A reason to refuse the command's redirections, or None. A file written outside a run is
+    a path like a run's ``--rw`` (``runner_paths``): ``echo ... > ~/.gitconfig`` would set what
+    git runs in checkout's post step. What it writes is added to ``ctx.written``: a local action
+    or a work dir's ``pyproject.toml`` there is no longer the tracked one."""
     for r in redirects:
         if r.type in ("heredoc_redirect", "herestring_redirect"):
             continue
@@ -584,8 +591,18 @@ def _judge_redirects(kind: Kind, words: list[str | None], redirects: list[Node])
                 or target == "$GITHUB_STEP_SUMMARY":
             continue
         dest = r.child_by_field_name("destination")
-        if dest is None or _literal(dest) is None:
+        path = _literal(dest) if dest is not None else None
+        if path is None:
             return f"a redirection to {target!r}, which the guard cannot resolve"
+        if ctx is not None and op != "<":
+            for cwd in sorted(ctx.cwds):
+                placed = place(path, cwd)
+                problem = writable_problem(placed, ctx.has_link, ctx.written)
+                if problem:
+                    return f"writes {placed}: {problem}"
+                if placed not in ctx.written:
+                    ctx.written.append(placed)
+                ctx.runs.append(EarlierRun("", (placed,), False, None, False))
     return None
 
 
@@ -666,7 +683,7 @@ def judge_script(script: str, ctx: RunContext | None = None) -> list[Judged]:
             if parent.type == "redirected_statement":
                 redirects += [c for c in parent.children if c.type.endswith("redirect")]
             parent = parent.parent
-        problem = _judge_redirects(kind, words, redirects) if kind is not Kind.PLAIN else None
+        problem = _judge_redirects(kind, words, redirects, ctx) if kind is not Kind.PLAIN else None
         if problem is not None:
             kind, reason = Kind.PLAIN, problem
         judged.append(Judged(node.start_point[0], kind, text, reason, outside and kind is Kind.ALLOWED))

@@ -493,6 +493,7 @@ def check_job(
         if not isinstance(node, yaml.MappingNode):
             continue
         findings += _shell_findings(_get(node, "shell"), file, what)
+        wrote_before = len(ctx.written)
         step = classify_step(node, index, lines, repo, shell=shell, workdir=workdir, scalar_rows=rows,
                              workspace_clean=workspace_clean, ctx=ctx)
         findings += _env_findings(node, file, what, outside=step.outside)
@@ -524,7 +525,8 @@ def check_job(
         if uses_name in ("actions/download-artifact", *CACHE_ACTIONS):
             # files it wrote may be links now: nothing below them is trusted as a path later
             ctx.written.extend(_restored_paths(node))
-        if step.kind is not StepKind.ALLOWED or uses_name in ("actions/download-artifact", *CACHE_ACTIONS):
+        if step.kind is not StepKind.ALLOWED or uses_name in ("actions/download-artifact", *CACHE_ACTIONS) \
+                or len(ctx.written) != wrote_before:  # it wrote a file: a local action may differ now
             workspace_clean = False
     return findings
 

@@ -60,9 +60,19 @@ BAD_STEPS = [
     "run: no-docker run -- t\n        shell: bash --rcfile ./x -i {0}",
     "run: no-docker run -- t\n        env: {BASH_ENV: ./x}",
     "run: no-docker run -- t || ./deploy.sh",
+    # issue 27's bypasses
+    "run: export XDG_CONFIG_DIRS=.ci; pip install no-docker",
+    "run: pip install no-docker-99.0.tar.gz",
+    "uses: knittingcode/no-docker/ci@v1\n        with: {install: no-docker-99.0.tar.gz, run: make}",
+    "run: no-docker run --rw /home/runner/work/proj/.. -- make",
+    "run: export APT_CONFIG=ci/apt.conf; sudo apt-get update",
+    "run: echo x > ~/.gitconfig",
+    "uses: actions/cache@v4\n        with: {path: ~/.cache/pip, key: k}",
 ]
 JOB_SETTINGS = ["    container: docker:dind\n", "    services:\n      d:\n        image: docker:dind\n",
-                "    env:\n      BASH_ENV: ./x\n", "    defaults:\n      run:\n        shell: bash -i {0}\n"]
+                "    env:\n      BASH_ENV: ./x\n", "    env:\n      XDG_CONFIG_DIRS: .ci\n",
+                "    env:\n      UNKNOWN_TO_THE_GUARD: x\n",
+                "    defaults:\n      run:\n        shell: bash -i {0}\n"]
 
 
 def workflow(steps: list[str], job_extra: str = "") -> str:

@@ -241,6 +241,47 @@ def test_github_expressions_in_run_are_refused() -> None:
         ("f() { echo BASH_ENV=./x; } >> \"$GITHUB_ENV\"", ["plain"]),
         ("no-docker run -- sh <<'EOF'\nmake\nEOF", ["isolated"]),
         ("no-docker run -- sh <<EOF\nmake\nEOF", ["plain"]),
+        # issue 27: environment default-deny where pip or apt runs outside
+        ("export XDG_CONFIG_DIRS=.ci; pip install no-docker", ["plain"]),
+        ("export APT_CONFIG=ci/apt.conf; sudo apt-get update", ["plain"]),
+        ("export FOO=1; pip install no-docker", ["allowed", "plain"]),
+        ("export FOO=1; no-docker run -- t", ["isolated"]),  # only no-docker outside: a plain name is fine
+        ("FOO=1 pip install x", ["plain"]),
+        ("FORCE_COLOR=1 pip install x", ["allowed"]),
+        ("LANG=/tmp/x pip install x", ["plain"]),  # a locale with a / is a path
+        # install arguments: by name from the index only
+        ("pip install no-docker-99.0.tar.gz", ["plain"]),
+        ("pip install 'no-docker==99.0.tar.gz'", ["plain"]),
+        ("pip install --find-links ./dist no-docker", ["plain"]),
+        ("pip install --index-url file:///x no-docker", ["plain"]),
+        ("pip install 'no-docker @ https://example.invalid/x.whl'", ["plain"]),
+        ("sudo apt-get -o APT::Update::Pre-Invoke::=./x update", ["plain"]),
+        ("sudo apt-get install -y ./x.deb", ["plain"]),
+        ("sudo apt-get install -y x.deb", ["plain"]),
+        # run paths, normalised, against the runner's layout
+        ("no-docker run --rw /home/runner/work/proj/.. -- t", ["plain"]),
+        ("no-docker run --rw ../.. -- t", ["plain"]),
+        ("no-docker run --rw ~/.cache/pip -- t", ["isolated"]),
+        ("no-docker run --rw ~ -- t", ["plain"]),
+        ("no-docker run --work=/home/runner/work/_temp -- t", ["plain"]),
+        ("no-docker run --ro /home/runner/work/_temp/_runner_file_commands -- t", ["plain"]),
+        ("no-docker run --report /home/runner/work/_temp/_runner_file_commands/x -- t", ["plain"]),
+        ("no-docker run --rw build -- t", ["isolated"]),
+        ("cd sub && no-docker run -- t", ["allowed", "isolated"]),
+        ("cd .. && no-docker run -- t", ["allowed", "plain"]),
+        ("cd; no-docker run -- t", ["plain", "isolated"]),
+        ("for d in a b; do cd a; done", ["plain"]),
+        # a failed run stops the later ones, or they may read a rewritten pyproject.toml
+        ("no-docker run -- a; no-docker run -- b", ["isolated", "isolated"]),
+        ("no-docker run -- a && no-docker run -- b", ["isolated", "isolated"]),
+        ("no-docker run -- a || true; no-docker run -- b", ["isolated", "allowed", "plain"]),
+        ("set +e; no-docker run -- a; no-docker run -- b", ["allowed", "isolated", "plain"]),
+        ("no-docker run -- a; no-docker run --rw sub -- b", ["isolated", "plain"]),
+        # files written outside a run
+        ("echo x > ~/.gitconfig", ["plain"]),
+        ("echo x > /tmp/x", ["plain"]),
+        ("echo x > notes.txt", ["allowed"]),
+        ("echo '[tool.no-docker]' > pyproject.toml; no-docker run -- t", ["allowed", "plain"]),
     ],
 )
 def test_script_judgement(script: str, kinds: list[str]) -> None:
@@ -416,3 +457,36 @@ def test_a_key_given_twice_is_refused_wherever_it_is() -> None:
     text = ("on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - run: no-docker run -- t\n"
             "    steps:\n      - run: make test\n")
     assert rules_of(text) == [(7, RULE_UNISOLATED)]
+
+
+def test_paths_of_the_repository_are_judged_through_its_links_and_config() -> None:
+    rel = workflow("run: no-docker run --rw sub/x -- t")
+    assert rules_of(rel) == []
+    assert rules_of(rel, FakeRepo(links=("sub",))) == [(6, RULE_UNISOLATED)]
+    plain = workflow("run: no-docker run -- t")
+    assert rules_of(plain, FakeRepo(configs={".": [("--rw", "../../_temp")]})) == [(6, RULE_UNISOLATED)]
+    assert rules_of(plain, FakeRepo(configs={".": [("--rw", "build")]})) == []
+    assert rules_of(plain, FakeRepo(configs={".": None})) == [(6, RULE_UNISOLATED)]
+
+
+def test_a_file_written_outside_makes_the_local_action_untrusted() -> None:
+    repo = FakeRepo(actions=("ci",))
+    assert rules_of(workflow("uses: ./ci\n        with: {run: make}"), repo) == []
+    wrote = workflow("run: echo x > ci/action.yml", "uses: ./ci\n        with: {run: make}")
+    assert rules_of(wrote, repo) == [(7, RULE_UNISOLATED)]
+
+
+def test_download_artifact_writes_only_into_the_workspace() -> None:
+    into_path = workflow("uses: actions/download-artifact@v4\n        with: {name: a, path: ~/.local/bin}")
+    assert rules_of(into_path) == [(6, RULE_UNISOLATED)]
+    then_below = workflow("uses: actions/download-artifact@v4\n        with: {name: a, path: dist}",
+                          "run: no-docker run --rw dist/x -- t")
+    assert rules_of(then_below) == [(8, RULE_UNISOLATED)]
+
+
+def test_a_later_step_that_may_run_after_a_failure_is_refused() -> None:
+    text = workflow("run: no-docker run -- a", "if: always()\n        run: no-docker run -- b")
+    assert rules_of(text) == [(7, RULE_ORDER)]
+    text = workflow("run: no-docker run -- a",
+                    "if: github.event_name == 'push'\n        run: no-docker run -- b")
+    assert rules_of(text) == []
