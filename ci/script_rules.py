@@ -394,6 +394,8 @@ def _judge_command(words: list[str | None], ctx: RunContext,
 # (--rw, --work, and --report, which no-docker itself writes outside) and read (--ro).
 _WRITABLE_OPTIONS = ("--rw", "--work", "--report")
 _PATH_OPTIONS = (*_WRITABLE_OPTIONS, "--ro")
+_OTHER_VALUE_OPTIONS = ("--keep-env", "--publish", "--max-pids", "--end-timeout", "--tmp-size",
+                        "--memory-max")
 
 
 def judge_run_options(args: list[str | None], ctx: RunContext | None = None, *, expands: bool = True,
@@ -426,7 +428,8 @@ def judge_run_options(args: list[str | None], ctx: RunContext | None = None, *, 
                 return Kind.PLAIN, f"no-docker run {flag} of a path the guard cannot resolve"
             given.append((flag, path))
             continue
-        i += 1
+        # the run's other options with a value (supervisor/run.py _VALUE_OPTIONS) take the next word
+        i += 2 if flag in _OTHER_VALUE_OPTIONS and not eq else 1
     written: list[str] = []
     runs: list[EarlierRun] = []
     for cwd in sorted(ctx.cwds):

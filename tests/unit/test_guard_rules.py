@@ -490,3 +490,13 @@ def test_a_later_step_that_may_run_after_a_failure_is_refused() -> None:
     text = workflow("run: no-docker run -- a",
                     "if: github.event_name == 'push'\n        run: no-docker run -- b")
     assert rules_of(text) == []
+
+
+def test_run_options_the_guard_reads_are_the_supervisors() -> None:
+    """The guard's model of ``no-docker run``'s options is the supervisor's own list."""
+    from no_docker.ci import script_rules
+    from no_docker.supervisor import run
+
+    assert set(script_rules._PATH_OPTIONS) == set(run._PATH_OPTIONS)
+    assert set(script_rules._PATH_OPTIONS) | set(script_rules._OTHER_VALUE_OPTIONS) == set(run._VALUE_OPTIONS)
+    assert [j.kind for j in judge_script("no-docker run --keep-env X --rw /home/runner -- t")] == [Kind.PLAIN]
