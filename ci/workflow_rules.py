@@ -42,7 +42,7 @@ from .findings import (
     Finding,
 )
 from .runner_paths import DEFAULT_WORKSPACE, in_workspace, place, through_link, writable_problem
-from .script_rules import Kind, RunContext, judge_run_options, judge_script, requirement_problem
+from .script_rules import EarlierRun, Kind, RunContext, judge_run_options, judge_script, requirement_problem
 from .shell_commands import RepoView
 
 # `# no-docker: unisolated: REASON` on the comment lines right above a step: a reviewed,
@@ -413,11 +413,14 @@ def _download_problem(step: yaml.Node, ctx: RunContext) -> str | None:
     inside the workspace, where nothing outside runs them (a tool dir on PATH, ``$HOME``'s
     dotfiles or the runner's file commands would)."""
     path = _scalar(_get(_get(step, "with"), "path"))
-    if path is None or path in ("", "."):
-        return None
-    if "${{" in path or "$" in path or "\n" in path:
-        return "path: is not one literal directory"
+    if path is None or "${{" in path or "$" in path or "\n" in path:
+        return ("give path: one literal subdirectory of the workspace (into its root an artifact "
+                "could bring a pyproject.toml [tool.no-docker] the next run reads)")
     target = place(path, DEFAULT_WORKSPACE)
+    rel = in_workspace(target)
+    if rel in (".", "") or (rel is not None and rel.split("/")[0] == ".git"):
+        return (f"path: {path} is the workspace itself or inside .git: give a subdirectory of the "
+                "workspace (a pyproject.toml or .git/config there would be read outside later)")
     problem = writable_problem(target, ctx.has_link, ctx.written)
     return f"path: {path} ({target}): {problem}" if problem else None
 
@@ -523,8 +526,10 @@ def check_job(
         if step.kind in (StepKind.ISOLATED, StepKind.MIXED) and first_isolated is None:
             first_isolated = step
         if uses_name in ("actions/download-artifact", *CACHE_ACTIONS):
-            # files it wrote may be links now: nothing below them is trusted as a path later
-            ctx.written.extend(_restored_paths(node))
+            # files it wrote may be links now, or a pyproject.toml: nothing below them is trusted
+            restored = _restored_paths(node)
+            ctx.written.extend(restored)
+            ctx.runs.append(EarlierRun("", tuple(restored), False, None, False))
         if step.kind is not StepKind.ALLOWED or uses_name in ("actions/download-artifact", *CACHE_ACTIONS) \
                 or len(ctx.written) != wrote_before:  # it wrote a file: a local action may differ now
             workspace_clean = False

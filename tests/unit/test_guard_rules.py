@@ -482,6 +482,14 @@ def test_download_artifact_writes_only_into_the_workspace() -> None:
     then_below = workflow("uses: actions/download-artifact@v4\n        with: {name: a, path: dist}",
                           "run: no-docker run --rw dist/x -- t")
     assert rules_of(then_below) == [(8, RULE_UNISOLATED)]
+    into_root = workflow("uses: actions/download-artifact@v4\n        with: {name: a}",
+                         "run: no-docker run -- t")
+    assert rules_of(into_root) == [(6, RULE_UNISOLATED), (8, RULE_UNISOLATED)]
+    into_git = workflow("uses: actions/download-artifact@v4\n        with: {name: a, path: .git/hooks}")
+    assert rules_of(into_git) == [(6, RULE_UNISOLATED)]
+    runs_in_it = workflow("uses: actions/download-artifact@v4\n        with: {name: a, path: dist}",
+                          "run: cd dist && no-docker run -- t")
+    assert rules_of(runs_in_it) == [(8, RULE_UNISOLATED)]  # the artifact may hold a pyproject.toml
 
 
 def test_a_later_step_that_may_run_after_a_failure_is_refused() -> None:
