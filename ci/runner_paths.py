@@ -89,7 +89,7 @@ def writable_problem(path: str, has_link: Callable[[str], bool],
         what = f"{runs_later}, whose content runs later outside" if runs_later else \
             "it lies outside the workspace, where the guard cannot tell what reads it later"
         return f"{what}; only the workspace ({WORK}/R/R) and {CACHE}/NAME may be writable"
-    return _relative_problem(path, rel, has_link, written)
+    return _relative_problem(path, rel, has_link, written, writes=True)
 
 
 def _what_runs_later(path: str) -> str | None:
@@ -117,7 +117,10 @@ def readable_problem(path: str, has_link: Callable[[str], bool],
 
 
 def _relative_problem(path: str, rel: str | None, has_link: Callable[[str], bool],
-                      written: Iterable[str]) -> str | None:
+                      written: Iterable[str], *, writes: bool = False) -> str | None:
+    if rel is not None and writes and ".git" in rel.split("/"):
+        # git runs hooks and reads config from there outside (checkout's post step, later git)
+        return "it is in a .git directory, whose hooks and config git runs outside"
     if rel is not None:
         link = through_link(rel, has_link)
         if link is not None:
