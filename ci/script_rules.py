@@ -130,8 +130,11 @@ PIP_FLAGS = frozenset({"-q", "--quiet", "-U", "--upgrade", "--user", "--no-cache
 # A requirement from an index: a PEP 508 name, extras, at most one PEP 440 specifier. Never a path,
 # an archive, a URL (`name @ url`), a VCS link or a local dir (pip's req_install.parse_req_from_line
 # takes any word that ends like an archive and exists as a file for that file).
-REQUIREMENT = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9,._-]+\])?"
-                         r"((==|!=|<=|>=|~=|===|<|>)[0-9][A-Za-z0-9.*+!_-]*)?\Z")
+# The version: PEP 440's public form (N[.N]*, a pre-, post- or dev-release), `.*` after == or
+# != only; T-87 measures the pattern against pip itself.
+_VERSION = r"[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?"
+REQUIREMENT = re.compile(rf"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*\])?"
+                         rf"((==|!=){_VERSION}(\.\*)?|(<=|>=|~=|<|>){_VERSION})?\Z")
 # pip's utils.filetypes.ARCHIVE_EXTENSIONS (.zip .whl .tar.bz2 .tbz .tar.xz .txz .tlz .tar.lz
 # .tar.lzma .tar.gz .tgz .tar), widened to every compression suffix; and apt's local files.
 ARCHIVE_SUFFIXES = (".zip", ".whl", ".tar", ".tgz", ".tbz", ".txz", ".tlz", ".gz", ".bz2", ".xz", ".lz",
