@@ -423,6 +423,8 @@ def judge_run_options(args: list[str | None], ctx: RunContext | None = None, *, 
             break
         if word is None:
             return Kind.PLAIN, "no-docker run with an option that is not a literal"
+        if not word.startswith("-"):
+            break  # the supervisor takes the first word that is not an option for CMD
         flag, eq, value = word.partition("=")
         if flag in _PATH_OPTIONS:
             path = value if eq else (args[i + 1] if i + 1 < len(args) else None)

@@ -267,6 +267,7 @@ def test_github_expressions_in_run_are_refused() -> None:
         ("no-docker run --ro /home/runner/work/_temp/_runner_file_commands -- t", ["plain"]),
         ("no-docker run --report /home/runner/work/_temp/_runner_file_commands/x -- t", ["plain"]),
         ("no-docker run --rw build -- t", ["isolated"]),
+        ("no-docker run make --rw /home/runner", ["isolated"]),  # CMD's own words, inside the run
         ("no-docker run --rw .git/hooks -- t", ["plain"]),
         ("echo x > .git/config", ["plain"]),
         ("cd sub && no-docker run -- t", ["allowed", "isolated"]),
