@@ -38,7 +38,7 @@ ALLOWED: dict[str, re.Pattern[str]] = {
     "CLICOLOR_FORCE": _FLAG,
     "PY_COLORS": _FLAG,  # pytest/tox colour switch
     "TERM": re.compile(r"[a-z0-9][a-z0-9+.-]*\Z"),  # a terminfo *name* (TERMINFO, a dir, is refused)
-    "COLUMNS": re.compile(r"[0-9]{1,4}\Z"),
+    "COLUMNS": re.compile(r"[1-9][0-9]{0,3}\Z"),  # a width; 0 makes pip print nothing (T-88 found it)
     "LANG": _LOCALE,  # locale(7): a name; with a `/` glibc reads a path, refused by the pattern
     "LC_ALL": _LOCALE,
     "DEBIAN_FRONTEND": re.compile(r"(noninteractive|readline|teletype|dialog)\Z"),  # debconf(7)
