@@ -32,5 +32,7 @@ RULE_UNISOLATED = "unisolated-step"
 RULE_ENV = "unsafe-env"
 RULE_SHELL = "shell-not-plain"
 RULE_CONTAINER = "engine-container"
+# Issue 27/28: a cache restored from an earlier workflow run (it may hold what code under test wrote).
+RULE_CACHE = "restored-cache"
 # A step declared `# no-docker: unisolated: REASON`, while the caller did not pass --allow-declared.
 RULE_DECLARED = "declared-unisolated"

@@ -5,7 +5,8 @@
 2. actionlint on ``.github/workflows/*.yml|yaml`` (the same files: tracked, or untracked and
    not ignored);
 3. T-19, the workflow checks (``workflow_rules``): code under test only in the last steps of
-   each job, no step mixing isolated and plain commands, no ``continue-on-error``.
+   each job, no step mixing isolated and plain commands, no ``continue-on-error``; default-deny
+   on the environment (``environment``), install arguments and run paths (``runner_paths``).
 
 Findings print as ``file:line: rule: message`` on stdout (or one JSON document with
 ``--json``) and make the exit status 1. A REPO that is not a git repository, a workflow that
@@ -22,7 +23,7 @@ from pathlib import Path
 from .findings import RULE_DECLARED, Finding
 from .repo import Repository
 from .tools import run_actionlint, run_shellcheck
-from .workflow_rules import WorkflowError, check_workflow, unisolated_declarations
+from .workflow_rules import WorkflowError, check_workflow, unisolated_declarations, workflow_notes
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -32,17 +33,24 @@ ShellCheck on every shell script and actionlint on every .github/workflows/*.yml
 git would commit (tracked, or untracked and not ignored: checked before `git add`), and
 the workflow checks of T-19, default-deny: every step runs under `no-docker run` or the
 no-docker action (recognised by its ref or by our own action.yml's bytes, never by its name),
-or is on the allowlist of steps that cannot run the repository's code (checkout and setup
-actions, installs by name, the guard itself), or is declared with a reviewed comment
+or is on the allowlist of steps that cannot run the repository's code (actions/checkout,
+setup-python/node/go/java, upload-artifact (also after isolated steps), download-artifact;
+installs by NAME[==VERSION] from the index, never a path, archive, URL or pip/apt option that
+reads a file; the guard itself), or is declared with a reviewed comment
 `# no-docker: unisolated: REASON` right above it (reported on stderr, never silent). Once a
 step ran isolated, every later step is isolated too; no step mixes isolated and plain
-commands; no ${{ }} in run:, no shell: but bash or sh, no env that makes a shell load files
-(BASH_ENV, PATH, PYTHONPATH...), no job container or engine service; no continue-on-error."""
+commands; no ${{ }} in run:, no shell: but bash or sh; environment default-deny (outside a
+run only a short list: CI, FORCE_COLOR, NO_COLOR, TERM, LANG, LC_ALL, DEBIAN_FRONTEND...);
+`no-docker run` paths (--rw, --work, --ro, the step's directory, [tool.no-docker]) resolved
+and kept off the runner's file commands, _temp, tool cache, work dir and $HOME; a restored
+cache is a finding; no job container or engine service; no continue-on-error."""
 
 EPILOG = """\
 output: one finding a line, `file:line: rule: message` (rules: shellcheck/SCnnnn,
 actionlint/KIND, unisolated-step, declared-unisolated (without --allow-declared), isolation-order,
-mixed-step, unsafe-env, shell-not-plain, engine-container, continue-on-error); a summary on stderr.
+mixed-step, unsafe-env, shell-not-plain, engine-container, restored-cache, continue-on-error),
+each saying what to do; notes (accepted with a caveat, e.g. a checkout that keeps its token)
+and a summary on stderr.
 exit status: 0 clean, 1 findings, 2 usage error, REPO not a git repository, a workflow
 that is not YAML, or ShellCheck/actionlint missing or failing. See docs/ci-guard.md."""
 
@@ -62,7 +70,8 @@ def parser() -> argparse.ArgumentParser:
         help="a directory inside the git repository to check (default: .)",
     )
     p.add_argument(
-        "--json", action="store_true", help="print one JSON document: repo, the files checked, findings, ok"
+        "--json", action="store_true",
+        help="print one JSON document: repo, the files checked, findings, declared_unisolated, notes, ok"
     )
     p.add_argument(
         "--allow-declared",
@@ -74,10 +83,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def workflow_findings(repo: Repository, workflows: list[str],
-                      declared: list[str] | None = None) -> list[Finding]:
+                      declared: list[str] | None = None, notes: list[str] | None = None) -> list[Finding]:
     """T-19 over every workflow; all files are parsed first so a broken one stops the guard
     before any tool runs (WorkflowError: exit 2). Steps declared unisolated go to ``declared``
-    as ``file:line: job/step: reason``."""
+    as ``file:line: job/step: reason``; what is accepted with a caveat to ``notes``."""
     findings: list[Finding] = []
     for rel in workflows:
         text = repo.read_text(rel)
@@ -87,13 +96,16 @@ def workflow_findings(repo: Repository, workflows: list[str],
         if declared is not None:
             declared += [f"{rel}:{line}: {label}: {reason}" for line, label, reason in
                          unisolated_declarations(text, rel)]
+        if notes is not None:
+            notes += workflow_notes(text, rel)
     return findings
 
 
-def guard(repo: Repository, declared: list[str] | None = None) -> tuple[dict[str, list[str]], list[Finding]]:
+def guard(repo: Repository, declared: list[str] | None = None,
+          notes: list[str] | None = None) -> tuple[dict[str, list[str]], list[Finding]]:
     scripts = repo.shell_scripts()
     workflows = repo.workflows()
-    findings = workflow_findings(repo, workflows, declared)
+    findings = workflow_findings(repo, workflows, declared, notes)
     findings += run_shellcheck(repo.root, scripts)
     findings += run_actionlint(repo.root, workflows)
     untracked = set(repo.untracked)
@@ -121,8 +133,9 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     repo = Repository.open(Path(args.repo))
     declared: list[str] = []
+    notes: list[str] = []
     try:
-        checked, findings = guard(repo, declared)
+        checked, findings = guard(repo, declared, notes)
     except WorkflowError as err:
         raise UsageError(f"guard: {err}") from None
     if not args.allow_declared:
@@ -135,6 +148,7 @@ def main(argv: list[str]) -> int:
             "checked": checked,
             "findings": [f.as_json() for f in findings],
             "declared_unisolated": declared,
+            "notes": notes,
             "ok": not findings,
         }
         print(json.dumps(doc, indent=2))
@@ -150,6 +164,8 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
     for line in declared:  # an exemption is never silent
         print(f"no-docker: guard: declared unisolated (reviewed exemption): {line}", file=sys.stderr)
+    for line in notes:  # accepted, with a caveat the reviewer should know
+        print(f"no-docker: guard: note: {line}", file=sys.stderr)
     by_rule: dict[str, int] = {}
     for f in findings:
         family = f.rule.split("/")[0]

@@ -191,6 +191,54 @@ class Repository:
         return False
 
 
+    def has_link(self, path: str) -> bool:
+        """True when ``path`` (relative to the root) is a symbolic link git would commit or one on
+        disk: the runner's checkout holds the link, which may lead anywhere (``sub -> /home/runner``)."""
+        rel = path.strip("/")
+        if not rel or rel == ".":
+            return False
+        if rel in self._links:
+            return True
+        try:
+            return (self.root / rel).is_symlink()
+        except OSError:
+            return True  # cannot tell: count it as a link (default-deny)
+
+    @cached_property
+    def _links(self) -> frozenset[str]:
+        staged = _ls_files(self.root, "-s")  # `MODE SHA STAGE\tPATH`; 120000 is a link
+        return frozenset(line.split("\t", 1)[1] for line in staged
+                         if line.startswith("120000 ") and "\t" in line)
+
+    def run_config(self, directory: str) -> list[tuple[str, str]] | None:
+        """``rw``/``ro`` of ``[tool.no-docker]`` in ``directory/pyproject.toml`` (no-docker run's
+        defaults, supervisor/isolation/config.py): ``[("--rw", path), ...]``; [] without a table;
+        None when the file is there but cannot be read as TOML (the run would refuse it too)."""
+        rel = "pyproject.toml" if directory in ("", ".") else f"{directory.strip('/')}/pyproject.toml"
+        if not (self.root / rel).exists():
+            return []
+        text = self.read_text(rel)
+        if text is None:
+            return None
+        if "no-docker" not in text:
+            return []
+        try:
+            table = tomllib.loads(text).get("tool", {}).get("no-docker")
+        except (tomllib.TOMLDecodeError, AttributeError):
+            return None
+        if table is None:
+            return []
+        if not isinstance(table, dict):
+            return None
+        out: list[tuple[str, str]] = []
+        for key, flag in (("rw", "--rw"), ("ro", "--ro")):
+            values = table.get(key, [])
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                return None
+            out += [(flag, v) for v in values]
+        return out
+
+
 def _ls_files(root: Path, *options: str) -> list[str]:
     listing = subprocess.run(["git", "-C", str(root), "ls-files", "-z", *options], capture_output=True,
                              check=False)

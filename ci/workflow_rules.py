@@ -29,7 +29,9 @@ from typing import Protocol
 
 import yaml
 
+from .environment import before_no_docker_problem, outside_problem
 from .findings import (
+    RULE_CACHE,
     RULE_CONTAINER,
     RULE_CONTINUE,
     RULE_ENV,
@@ -39,7 +41,8 @@ from .findings import (
     RULE_UNISOLATED,
     Finding,
 )
-from .script_rules import Kind, judge_run_options, judge_script, unsafe_env_name
+from .runner_paths import DEFAULT_WORKSPACE, in_workspace, place, through_link, writable_problem
+from .script_rules import EarlierRun, Kind, RunContext, judge_run_options, judge_script, requirement_problem
 from .shell_commands import RepoView
 
 # `# no-docker: unisolated: REASON` on the comment lines right above a step: a reviewed,
@@ -49,13 +52,28 @@ UNISOLATED_MARK = re.compile(r"#\s*no-docker:\s*unisolated:\s*(\S.{7,})")
 # a ref (a tag or, better, a commit).
 NO_DOCKER_ACTION = re.compile(r"[A-Za-z0-9_.-]+/no-docker/ci@[A-Za-z0-9_.-]+")
 PLAIN_SHELLS = frozenset({"bash", "sh"})
-# Actions that cannot run the repository's code (they fetch it, set up a toolchain, or restore
-# files); `OWNER/NAME@REF` with any ref. Everything else after checkout must run isolated.
+# Actions that cannot run the repository's code (they fetch it, set up a toolchain, move files
+# as data); `OWNER/NAME@REF` pinned by owner and name, any ref. Everything else is default-deny.
+# actions/checkout: runs git on the repository it fetches (no hook of the checkout runs: git
+#   clones without them); with persist-credentials (its default) the token stays in .git/config,
+#   readable by code under test: a note says so.
+# actions/upload-artifact: zips files as data (what code under test wrote is uploaded as is);
+#   it may also come after isolated steps, it runs nothing from the workspace.
+# actions/download-artifact: writes files (only inside the workspace, checked), runs none.
 ALLOWED_ACTIONS = frozenset({"actions/checkout", "actions/setup-python", "actions/setup-node",
-                             "actions/setup-go", "actions/setup-java", "actions/cache"})
+                             "actions/setup-go", "actions/setup-java", "actions/upload-artifact",
+                             "actions/download-artifact"})
+AFTER_ISOLATED_ACTIONS = frozenset({"actions/upload-artifact"})
+# A cache restores files that an earlier workflow run saved after its code under test ran (the
+# save is a post step): a poisoned ~/.cache/pip, a venv, a tool on PATH. Each is a finding that
+# says so; setup-* actions with a `cache:` input restore the same way.
+CACHE_ACTIONS = frozenset({"actions/cache", "actions/cache/restore", "actions/cache/save"})
+SETUP_CACHE_ACTIONS = frozenset({"actions/setup-python", "actions/setup-node", "actions/setup-go",
+                                 "actions/setup-java"})
+# `if:` with one of these runs the step after a failed one (docs: "status check functions").
+AFTER_FAILURE = re.compile(r"\b(always|failure|cancelled)\s*\(")
 ENGINE_IMAGE = re.compile(r"docker|dind|podman|buildkit|containerd|kind|k3s|k8s|kube|sysbox|cri-o|crio",
                           re.IGNORECASE)
-REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?([<>=!~]=?[A-Za-z0-9.*+!_-]+)?\Z")
 
 
 class WorkflowError(Exception):
@@ -73,6 +91,15 @@ class WorkflowRepo(RepoView, Protocol):
         """True when the local action at ``path`` (``ci`` for ``uses: ./ci``) is no-docker's."""
         ...
 
+    def has_link(self, path: str) -> bool:
+        """True when the repository holds a symbolic link at ``path`` (relative to its root)."""
+        ...
+
+    def run_config(self, directory: str) -> list[tuple[str, str]] | None:
+        """The ``rw``/``ro`` paths of ``[tool.no-docker]`` in ``directory/pyproject.toml`` as
+        ``(--rw|--ro, path)``; [] without one, None when it cannot be read."""
+        ...
+
 
 class StepKind(enum.Enum):
     ISOLATED = "isolated"
@@ -88,6 +115,7 @@ class Step:
     label: str
     kind: StepKind
     detail: str  # why it is plain or mixed (for messages)
+    outside: bool = True  # a program other than no-docker runs outside (its env: the short list)
 
 
 def parse_workflow(text: str, file: str) -> yaml.Node | None:
@@ -206,18 +234,26 @@ def declared_unisolated(step: yaml.Node, lines: list[str], scalar_rows: set[int]
     return None
 
 
-def _env_findings(node: yaml.Node | None, file: str, what: str) -> list[Finding]:
-    """``env:`` keys that make the runner's shell, python or no-docker itself load other code."""
+def _env_findings(node: yaml.Node | None, file: str, what: str, *, outside: bool = True) -> list[Finding]:
+    """``env:`` keys default-deny (``environment``): where programs other than no-docker run
+    outside (the workflow's and a job's env reach every step and action), only the short list
+    of ``environment.ALLOWED``; before no-docker only, nothing bash, python or no-docker reads."""
     env = _get(node, "env")
     if env is not None and not isinstance(env, yaml.MappingNode):
         return [Finding(file, env.start_mark.line + 1, RULE_ENV,
-                        f"{what}: env: is an expression the guard cannot check")]
-    return [
-        Finding(file, key.start_mark.line + 1, RULE_ENV,
-                f"{what} sets {_scalar(key)}: it makes the runner's shell or a program load other code")
-        for key, _ in _mapping(env)
-        if _scalar(key) is None or unsafe_env_name(_scalar(key) or "")
-    ]
+                        f"{what}: env: is an expression the guard cannot check; list the variables")]
+    findings = []
+    for key, value in _mapping(env):
+        name = _scalar(key)
+        if name is None:
+            problem: str | None = "a key that is not a name"
+        else:
+            problem = outside_problem(name, _scalar(value)) if outside else before_no_docker_problem(name)
+        if problem is not None:
+            findings.append(Finding(file, key.start_mark.line + 1, RULE_ENV,
+                                    f"{what}: {problem}; drop it, or set it inside the run "
+                                    "(no-docker run -- env NAME=VALUE CMD)"))
+    return findings
 
 
 def _shell_findings(node: yaml.Node | None, file: str, what: str) -> list[Finding]:
@@ -265,9 +301,11 @@ def classify_step(
     workdir: str | None,
     scalar_rows: set[int] | None = None,
     workspace_clean: bool = True,
+    ctx: RunContext | None = None,
 ) -> Step:
     """What one step is (default-deny, issue 17 B): isolated, allowed (cannot run the
-    repository's code), declared unisolated by a reviewed comment, or plain (with why)."""
+    repository's code), declared unisolated by a reviewed comment, or plain (with why).
+    ``ctx``: the job's paths so far (``script_rules.RunContext``), updated by the step."""
     line = step.start_mark.line + 1
     label = _label(step, index)
     keys = [_scalar(k) for k, _ in _mapping(step)]
@@ -277,13 +315,44 @@ def classify_step(
     reason = declared_unisolated(step, lines, scalar_rows if scalar_rows is not None else set())
     if reason:
         return Step(line, label, StepKind.DECLARED, reason)
+    ctx = ctx if ctx is not None else RunContext(has_link=repo.has_link, config=repo.run_config)
+    after_failure = AFTER_FAILURE.search(_scalar(_get(step, "if")) or "") is not None
+    base = _classify(step, line, label, repo, shell, workdir, workspace_clean, ctx, after_failure)
     env = _get(step, "env")
-    if env is not None and (not isinstance(env, yaml.MappingNode) or any(
-            _scalar(k) is None or unsafe_env_name(_scalar(k) or "") for k, _ in _mapping(env))):
-        return Step(line, label, StepKind.PLAIN, "its env: makes the shell or a program load other code")
+    if env is not None and base.kind is not StepKind.PLAIN and \
+            _env_findings(step, "", "", outside=base.outside):
+        return Step(line, label, StepKind.PLAIN, "its env: sets a variable a program outside may read "
+                    "config or code from", base.outside)
+    return base
+
+
+def _step_cwd(step: yaml.Node, workdir: str | None, ctx: RunContext) -> tuple[str | None, str]:
+    """(the step's start directory, or None; why not): ``working-directory`` placed in the
+    workspace, not through a link of the repository nor below a place an earlier run wrote."""
+    given = _scalar(_get(step, "working-directory"))
+    where = given if given is not None else workdir
+    if where is None or where in ("", "."):
+        return DEFAULT_WORKSPACE, ""
+    if "${{" in where:
+        return None, "working-directory: holds an expression"
+    cwd = place(where, DEFAULT_WORKSPACE)
+    rel = in_workspace(cwd)
+    if rel is None:
+        return None, f"working-directory: {where} lies outside the workspace"
+    link = through_link(rel, ctx.has_link)
+    if link is not None:
+        return None, f"working-directory: {where} passes through {link!r}, a link in the repository"
+    if any(root != cwd and (cwd + "/").startswith(root.rstrip("/") + "/") for root in ctx.written):
+        return None, (f"working-directory: {where} lies in a place an earlier run could write (a link "
+                      "now?); cd inside the run instead (no-docker run -- bash -c 'cd DIR && ...')")
+    return cwd, ""
+
+
+def _classify(step: yaml.Node, line: int, label: str, repo: WorkflowRepo, shell: str | None,
+              workdir: str | None, workspace_clean: bool, ctx: RunContext, after_failure: bool) -> Step:
     uses = _scalar(_get(step, "uses"))
     if uses is not None:
-        return _classify_uses(step, uses, line, label, repo, workspace_clean)
+        return _classify_uses(step, uses, line, label, repo, workspace_clean, ctx, after_failure)
     run = _scalar(_get(step, "run"))
     if run is None:
         return Step(line, label, StepKind.PLAIN, "neither run: nor uses:")
@@ -292,21 +361,26 @@ def classify_step(
     shell = _scalar(_get(step, "shell")) or shell
     if shell is not None and shell.strip() not in PLAIN_SHELLS:
         return Step(line, label, StepKind.PLAIN, f"runs with shell: {shell}")
-    judged = judge_script(run)
+    cwd, why = _step_cwd(step, workdir, ctx)
+    if cwd is None:
+        return Step(line, label, StepKind.PLAIN, why)
+    judged = judge_script(run, ctx.step(cwd, after_failure=after_failure))
+    outside = any(j.outside for j in judged)
     isolated = [c for c in judged if c.kind is Kind.ISOLATED]
     plain = [c for c in judged if c.kind is Kind.PLAIN]
     if isolated and plain:
         return Step(line, label, StepKind.MIXED,
-                    f"plain command `{_one_line(plain[0].text)}` ({plain[0].reason})")
+                    f"plain command `{_one_line(plain[0].text)}` ({plain[0].reason})", outside)
     if plain:
         return Step(line, label, StepKind.PLAIN, f"`{_one_line(plain[0].text)}`: {plain[0].reason}")
     if isolated:
-        return Step(line, label, StepKind.ISOLATED, "every command is isolated or cannot run repository code")
-    return Step(line, label, StepKind.ALLOWED, "no command can run the repository's code")
+        return Step(line, label, StepKind.ISOLATED, "every command is isolated or cannot run repository code",
+                    outside)
+    return Step(line, label, StepKind.ALLOWED, "no command can run the repository's code", outside)
 
 
 def _classify_uses(step: yaml.Node, uses: str, line: int, label: str, repo: WorkflowRepo,
-                   workspace_clean: bool) -> Step:
+                   workspace_clean: bool, ctx: RunContext, after_failure: bool) -> Step:
     if NO_DOCKER_ACTION.fullmatch(uses) or uses.startswith("./"):
         if uses.startswith("./"):
             if not repo.is_no_docker_action(uses[2:]):
@@ -314,32 +388,66 @@ def _classify_uses(step: yaml.Node, uses: str, line: int, label: str, repo: Work
                             "no-docker's ci/action.yml (compared by content, not by name)")
             if not workspace_clean:
                 return Step(line, label, StepKind.PLAIN, f"uses {uses} after a step that ran the "
-                            "repository's code, which may have rewritten the action in the workspace")
-        problem = _action_inputs_problem(step)
+                            "repository's code or wrote the workspace, which may have rewritten the "
+                            "action there")
+        problem = _action_inputs_problem(step, ctx, after_failure)
         if problem:
             return Step(line, label, StepKind.PLAIN, f"uses {uses}: {problem}")
         return Step(line, label, StepKind.ISOLATED, "uses the no-docker action")
     name, at, ref = uses.partition("@")
     if at and ref and "${{" not in ref and name in ALLOWED_ACTIONS:
+        if name == "actions/download-artifact":
+            problem = _download_problem(step, ctx)
+            if problem:
+                return Step(line, label, StepKind.PLAIN, f"uses {name}: {problem}")
         return Step(line, label, StepKind.ALLOWED, f"uses {name}, which runs no repository code")
+    if at and ref and "${{" not in ref and name in CACHE_ACTIONS:
+        return Step(line, label, StepKind.ALLOWED, f"uses {name}: its restore runs nothing")
     return Step(line, label, StepKind.PLAIN, f"uses {uses}: not on the allowlist of actions that "
-                "cannot run the repository's code")
+                "cannot run the repository's code (actions/checkout, setup-python/node/go/java, "
+                "upload-artifact, download-artifact; cache with a finding)")
 
 
-def _action_inputs_problem(step: yaml.Node) -> str | None:
+def _download_problem(step: yaml.Node, ctx: RunContext) -> str | None:
+    """``actions/download-artifact`` writes its files to ``path:`` (default the workspace): only
+    inside the workspace, where nothing outside runs them (a tool dir on PATH, ``$HOME``'s
+    dotfiles or the runner's file commands would)."""
+    path = _scalar(_get(_get(step, "with"), "path"))
+    if path is None or "${{" in path or "$" in path or "\n" in path:
+        return ("give path: one literal subdirectory of the workspace (into its root an artifact "
+                "could bring a pyproject.toml [tool.no-docker] the next run reads)")
+    target = place(path, DEFAULT_WORKSPACE)
+    rel = in_workspace(target)
+    if rel in (".", "") or (rel is not None and rel.split("/")[0] == ".git"):
+        return (f"path: {path} is the workspace itself or inside .git: give a subdirectory of the "
+                "workspace (a pyproject.toml or .git/config there would be read outside later)")
+    problem = writable_problem(target, ctx.has_link, ctx.written)
+    return f"path: {path} ({target}): {problem}" if problem else None
+
+
+def _action_inputs_problem(step: yaml.Node, ctx: RunContext, after_failure: bool) -> str | None:
     """The no-docker action's inputs that act outside the run: ``install`` (pip, outside) must
-    be a requirement name; ``options`` must be literal."""
+    be a requirement by name from the index; ``options`` literal, its paths judged like those
+    of ``no-docker run`` (the action splits them without expanding ``~`` or ``$``);
+    ``working-directory``, the run's work dir, inside the workspace."""
     with_node = _get(step, "with")
-    install = _scalar(_get(with_node, "install"))
-    if install is not None and not REQUIREMENT.match(install):
-        return f"install: {install!r} is not a requirement name (a path installs the repository outside)"
+    install_node = _get(with_node, "install")
+    if install_node is not None:
+        install = _scalar(install_node)
+        problem = requirement_problem(install) if install is not None and "${{" not in install else \
+            "an expression or not one word"
+        if problem:
+            return f"install: {problem}; the action pip-installs it outside"
     options = _scalar(_get(with_node, "options"))
     if options is not None and "${{" in options:
         return "options: holds an expression"
-    if options is not None:
-        kind, why = judge_run_options(list(options.split()))
-        if kind is not Kind.ISOLATED:
-            return f"options: {why}"
+    cwd, why = _step_cwd(with_node, None, ctx) if with_node is not None else (DEFAULT_WORKSPACE, "")
+    if cwd is None:
+        return why
+    kind, why = judge_run_options(list((options or "").split()), ctx.step(cwd, after_failure=after_failure),
+                                  expands=False)
+    if kind is not Kind.ISOLATED:
+        return f"options: {why}" if options else why
     return None
 
 
@@ -381,38 +489,117 @@ def check_job(
         return findings
     first_isolated: Step | None = None
     workspace_clean = True
+    ctx = RunContext(has_link=repo.has_link, config=repo.run_config)
     for index, node in enumerate(steps.value):
         what = f"step '{_label(node, index)}' of job '{job_id}'"
         findings += _continue_on_error(node, file, what)
         if not isinstance(node, yaml.MappingNode):
             continue
-        findings += _env_findings(node, file, what)
         findings += _shell_findings(_get(node, "shell"), file, what)
+        wrote_before = len(ctx.written)
         step = classify_step(node, index, lines, repo, shell=shell, workdir=workdir, scalar_rows=rows,
-                             workspace_clean=workspace_clean)
+                             workspace_clean=workspace_clean, ctx=ctx)
+        findings += _env_findings(node, file, what, outside=step.outside)
+        uses_name = (_scalar(_get(node, "uses")) or "").partition("@")[0]
+        if step.kind is not StepKind.DECLARED:
+            findings += _cache_findings(node, uses_name, file, what)
         if step.kind is StepKind.MIXED:
             findings.append(Finding(file, step.line, RULE_MIXED,
                                     f"step '{step.label}' of job '{job_id}' mixes isolated commands with a "
                                     f"{step.detail}; run every command under no-docker run or split "
                                     "the step"))
         elif step.kind is not StepKind.ISOLATED and step.kind is not StepKind.DECLARED and \
-                first_isolated is not None:
+                first_isolated is not None and not (
+                    step.kind is StepKind.ALLOWED and uses_name in AFTER_ISOLATED_ACTIONS):
             findings.append(Finding(file, step.line, RULE_ORDER,
                                     f"step '{step.label}' of job '{job_id}' is not isolated ({step.detail}) "
                                     f"but runs after the isolated step '{first_isolated.label}' (line "
-                                    f"{first_isolated.line}); move it before, isolate it, or use another "
-                                    "job"))
+                                    f"{first_isolated.line}); " + _remedy(
+                                        step.detail, "move it before, isolate it, or use another job")))
         elif step.kind is StepKind.PLAIN:
             findings.append(Finding(file, step.line, RULE_UNISOLATED,
                                     f"step '{step.label}' of job '{job_id}' may run the repository's code "
-                                    f"outside no-docker run ({step.detail}); run it under no-docker run or "
-                                    "the no-docker action, or declare it with a reviewed "
-                                    "`# no-docker: unisolated: REASON` comment above it"))
+                                    f"outside no-docker run ({step.detail}); " + _remedy(
+                                        step.detail, "run it under no-docker run or the no-docker action, "
+                                        "or declare it with a reviewed `# no-docker: unisolated: REASON` "
+                                        "comment above it")))
         if step.kind in (StepKind.ISOLATED, StepKind.MIXED) and first_isolated is None:
             first_isolated = step
-        if step.kind is not StepKind.ALLOWED:
+        if uses_name in ("actions/download-artifact", *CACHE_ACTIONS):
+            # files it wrote may be links now, or a pyproject.toml: nothing below them is trusted
+            restored = _restored_paths(node)
+            ctx.written.extend(restored)
+            ctx.runs.append(EarlierRun("", tuple(restored), False, None, False))
+        if step.kind is not StepKind.ALLOWED or uses_name in ("actions/download-artifact", *CACHE_ACTIONS) \
+                or len(ctx.written) != wrote_before:  # it wrote a file: a local action may differ now
             workspace_clean = False
     return findings
+
+
+# What to do, by what was refused (the first that matches the step's detail); else the default.
+_REMEDIES = (
+    (re.compile(r"pyproject\.toml"),
+     "let a failed run stop the later ones (no `|| true`, no `if: always()`) or use one no-docker run"),
+    (re.compile(r"no-docker run (--rw|--ro|--work|--report)|its work dir|working-directory|cd |"
+                r"passes through"),
+     "give no-docker run only paths inside the workspace or ~/.cache/NAME, by their real name "
+     "(docs/ci-guard.md, Paths)"),
+    (re.compile(r"short list|load other code|env:"), "set outside a run only the variables of the "
+     "guard's short list; pass others to the command inside (no-docker run -- env NAME=VALUE CMD)"),
+    (re.compile(r"pip|apt|install:"), "install tools by NAME[==VERSION] from the index, and the project "
+     "itself inside a run (no-docker run -- pip install .)"),
+)
+
+
+def _remedy(detail: str, default: str) -> str:
+    return next((todo for pattern, todo in _REMEDIES if pattern.search(detail)), default)
+
+
+def _restored_paths(step: yaml.Node) -> list[str]:
+    """Where a download or a cache restore writes (``with: path:``, one a line; the workspace
+    when it is not given or not literal)."""
+    text = _scalar(_get(_get(step, "with"), "path"))
+    if text is None or "${{" in text or "$" in text:
+        return [DEFAULT_WORKSPACE]
+    return [place(p.strip(), DEFAULT_WORKSPACE) for p in text.splitlines() if p.strip()
+            and not p.strip().startswith("!")] or [DEFAULT_WORKSPACE]
+
+
+def _cache_findings(step: yaml.Node, uses_name: str, file: str, what: str) -> list[Finding]:
+    """A restored cache holds what an earlier workflow run saved after its code under test ran
+    (actions/cache saves in a post step, at the job's end): a poisoned ~/.cache/pip installs a
+    fake no-docker, a restored venv or tool dir runs outside. One finding a cache, saying so."""
+    with_node = _get(step, "with")
+    if uses_name in CACHE_ACTIONS:
+        source = uses_name
+    elif uses_name in SETUP_CACHE_ACTIONS and _get(with_node, "cache") is not None and \
+            (_scalar(_get(with_node, "cache")) or "").strip().lower() not in ("", "false"):
+        source = f"{uses_name} with cache:"
+    else:
+        return []
+    return [Finding(file, step.start_mark.line + 1, RULE_CACHE,
+                    f"{what} restores a cache ({source}): it holds what an earlier run saved after its "
+                    "code under test ran, and a poisoned pip cache, venv or tool dir runs outside here; "
+                    "cache only what the runs alone use and declare the step with a reviewed "
+                    "`# no-docker: unisolated: REASON` comment (--allow-declared), or drop the cache")]
+
+
+def workflow_notes(text: str, file: str) -> list[str]:
+    """What the guard accepts but a reviewer should know, as ``file:line: note`` (never a
+    finding): actions/checkout keeping its token in ``.git/config`` (persist-credentials, its
+    default), readable by the code under test inside every run of the job."""
+    root = parse_workflow(text, file)
+    notes: list[str] = []
+    for _, job in _mapping(_get(root, "jobs")):
+        steps = _get(job, "steps")
+        for node in steps.value if isinstance(steps, yaml.SequenceNode) else []:
+            name = (_scalar(_get(node, "uses")) or "").partition("@")[0]
+            persist = _scalar(_get(_get(node, "with"), "persist-credentials"))
+            if name == "actions/checkout" and (persist or "").strip().lower() != "false":
+                notes.append(f"{file}:{node.start_mark.line + 1}: actions/checkout keeps the job's token in "
+                             ".git/config, where the code under test can read it inside a run; set "
+                             "`with: persist-credentials: false`")
+    return notes
 
 
 def _duplicate_keys(root: yaml.Node | None, file: str) -> list[Finding]:

@@ -25,12 +25,20 @@ class Repo:
     def is_no_docker_action(self, path: str) -> bool:
         return False  # a local action named like ours, not our bytes
 
+    def has_link(self, path: str) -> bool:
+        return False
+
+    def run_config(self, directory: str) -> list[tuple[str, str]] | None:
+        return []
+
 
 ALLOWED = st.sampled_from([
     "uses: actions/checkout@v4", "uses: actions/setup-python@v5", "run: no-docker guard",
     "run: sudo apt-get install -y -qq bubblewrap", "run: pip install --quiet no-docker",
     "run: python3 -I -m pip install no-docker 'pytest>=8'", "run: echo hello",
-    "run: set -euo pipefail && echo ok", 'run: echo FOO=1 >> "$GITHUB_ENV"',
+    "run: set -euo pipefail && echo ok", 'run: echo FORCE_COLOR=1 >> "$GITHUB_ENV"',
+    "uses: actions/upload-artifact@v4\n        with: {name: a, path: dist}",
+    "uses: actions/download-artifact@v4\n        with: {name: a, path: dist}",
 ])
 ISOLATED = st.sampled_from([
     "run: no-docker run -- pytest -q", "run: no-docker run -- make test",
@@ -52,9 +60,19 @@ BAD_STEPS = [
     "run: no-docker run -- t\n        shell: bash --rcfile ./x -i {0}",
     "run: no-docker run -- t\n        env: {BASH_ENV: ./x}",
     "run: no-docker run -- t || ./deploy.sh",
+    # issue 27's bypasses
+    "run: export XDG_CONFIG_DIRS=.ci; pip install no-docker",
+    "run: pip install no-docker-99.0.tar.gz",
+    "uses: knittingcode/no-docker/ci@v1\n        with: {install: no-docker-99.0.tar.gz, run: make}",
+    "run: no-docker run --rw /home/runner/work/proj/.. -- make",
+    "run: export APT_CONFIG=ci/apt.conf; sudo apt-get update",
+    "run: echo x > ~/.gitconfig",
+    "uses: actions/cache@v4\n        with: {path: ~/.cache/pip, key: k}",
 ]
 JOB_SETTINGS = ["    container: docker:dind\n", "    services:\n      d:\n        image: docker:dind\n",
-                "    env:\n      BASH_ENV: ./x\n", "    defaults:\n      run:\n        shell: bash -i {0}\n"]
+                "    env:\n      BASH_ENV: ./x\n", "    env:\n      XDG_CONFIG_DIRS: .ci\n",
+                "    env:\n      UNKNOWN_TO_THE_GUARD: x\n",
+                "    defaults:\n      run:\n        shell: bash -i {0}\n"]
 
 
 def workflow(steps: list[str], job_extra: str = "") -> str:

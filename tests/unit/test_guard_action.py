@@ -68,3 +68,29 @@ def test_copied_workflow_ends_with_isolated_steps_only() -> None:
     guard_at = next(i for i, s in enumerate(steps) if s.get("run") == "no-docker guard")
     assert names[0] == "actions/checkout@v4" and steps[0]["with"]["persist-credentials"] is False
     assert guard_at == len(steps) - 2 and steps[-1]["run"].startswith("no-docker run -- ")
+
+
+@pytest.mark.parametrize(("install", "installed"), [
+    ("no-docker", True), ("no-docker==0.1.0", True), ("no-docker[x]>=0.1", True),
+    ("no-docker-99.0.tar.gz", False), ("NO-DOCKER-99.0-PY3-NONE-ANY.WHL", False), ("./dist/no-docker", False),
+    ("no-docker @ file:///tmp/x.tar.gz", False), ("--find-links=./dist", False), ("", False),
+])
+def test_action_installs_only_a_requirement_by_name(tmp_path: Path, install: str, installed: bool) -> None:
+    """Issue 27: the action's own install step refuses an archive, a path or a URL (exit 125,
+    pip never started), as the guard does; run by bash with stand-ins for bwrap and python3."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "pip.log"
+    (bin_dir / "bwrap").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "python3").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {log}\nexit 0\n")
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    script = action()["runs"]["steps"][0]["run"]
+    done = subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, timeout=60,
+                          env={"PATH": str(bin_dir), "ND_INSTALL": install, "ND_ALLOW_USERNS": "false"})
+    if installed:
+        assert log.read_text().split("\n")[-2] == install, done.stderr
+        assert done.returncode == 127  # `no-docker --version`: the stand-in installed nothing
+    else:
+        assert done.returncode == 125 and not log.exists(), done.stderr
+        assert "is not a requirement NAME[==VERSION] from the index" in done.stderr

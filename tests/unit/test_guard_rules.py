@@ -15,8 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from no_docker.ci.findings import (
+    RULE_CACHE,
     RULE_CONTAINER,
     RULE_CONTINUE,
+    RULE_DECLARED,
     RULE_ENV,
     RULE_MIXED,
     RULE_ORDER,
@@ -27,7 +29,7 @@ from no_docker.ci.repo import is_shell_script, pytest_config_isolates
 from no_docker.ci.script_rules import Kind, judge_script
 from no_docker.ci.shell_commands import has_stanza_first
 from no_docker.ci.stanza import STANZA
-from no_docker.ci.workflow_rules import WorkflowError, check_workflow
+from no_docker.ci.workflow_rules import WorkflowError, check_workflow, unisolated_declarations
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "workflows"
 EXPECT = re.compile(r"#\s*expect:\s*([a-z-]+)")
@@ -41,10 +43,14 @@ class FakeRepo:
         stanza_scripts: tuple[str, ...] = ("tests/suite.sh",),
         pytest_isolates: bool = False,
         actions: tuple[str, ...] = (),
+        links: tuple[str, ...] = (),
+        configs: dict[str, list[tuple[str, str]] | None] | None = None,
     ) -> None:
         self.stanza_scripts = stanza_scripts
         self.pytest_isolates = pytest_isolates
         self.actions = actions
+        self.links = links
+        self.configs = configs or {}
 
     def script_has_stanza(self, path: str) -> bool:
         return path in self.stanza_scripts
@@ -54,6 +60,12 @@ class FakeRepo:
 
     def is_no_docker_action(self, path: str) -> bool:
         return path in self.actions
+
+    def has_link(self, path: str) -> bool:
+        return path in self.links
+
+    def run_config(self, directory: str) -> list[tuple[str, str]] | None:
+        return self.configs.get(directory, [])
 
 
 def expected(text: str) -> set[tuple[int, str]]:
@@ -79,7 +91,9 @@ def test_bad_fixture_reports_each_rule_on_its_line(name: str) -> None:
     want = expected(text)
     assert want, f"{name} marks no expected finding"
     got = {(f.line, f.rule) for f in check_workflow(text, name, FakeRepo())}
-    assert got == want
+    # a declaration becomes a finding in guard.main (without --allow-declared), not here
+    declared = {(line, "declared-unisolated") for line, _, _ in unisolated_declarations(text, name)}
+    assert got | declared == want
 
 
 def test_each_rule_has_a_bad_fixture() -> None:
@@ -87,7 +101,7 @@ def test_each_rule_has_a_bad_fixture() -> None:
     for name in fixture_names("bad-"):
         rules |= {rule for _, rule in expected((FIXTURES / name).read_text())}
     assert rules == {RULE_ORDER, RULE_MIXED, RULE_CONTINUE, RULE_UNISOLATED, RULE_ENV, RULE_SHELL,
-                     RULE_CONTAINER}
+                     RULE_CONTAINER, RULE_CACHE, RULE_DECLARED}
 
 
 def test_broken_yaml_is_an_error_naming_file_and_line() -> None:
@@ -209,7 +223,9 @@ def test_github_expressions_in_run_are_refused() -> None:
         ("pip install -r requirements.txt", ["plain"]),
         ("python3 -I -m pip install no-docker", ["allowed"]),
         ("python -m pip install no-docker", ["plain"]),
-        ("echo FOO=1 >> \"$GITHUB_ENV\"", ["allowed"]),
+        ("echo FORCE_COLOR=1 >> \"$GITHUB_ENV\"", ["allowed"]),
+        ("echo FOO=1 >> \"$GITHUB_ENV\"", ["plain"]),  # default-deny: not on the short list
+        ("echo PIP_FIND_LINKS=./dist >> \"$GITHUB_ENV\"", ["plain"]),
         ("echo BASH_ENV=./x >> \"$GITHUB_ENV\"", ["plain"]),
         ("echo ./bin >> \"$GITHUB_PATH\"", ["plain"]),
         ("no-docker run -- env >> \"$GITHUB_ENV\"", ["plain"]),
@@ -225,6 +241,50 @@ def test_github_expressions_in_run_are_refused() -> None:
         ("f() { echo BASH_ENV=./x; } >> \"$GITHUB_ENV\"", ["plain"]),
         ("no-docker run -- sh <<'EOF'\nmake\nEOF", ["isolated"]),
         ("no-docker run -- sh <<EOF\nmake\nEOF", ["plain"]),
+        # issue 27: environment default-deny where pip or apt runs outside
+        ("export XDG_CONFIG_DIRS=.ci; pip install no-docker", ["plain"]),
+        ("export APT_CONFIG=ci/apt.conf; sudo apt-get update", ["plain"]),
+        ("export FOO=1; pip install no-docker", ["allowed", "plain"]),
+        ("export FOO=1; no-docker run -- t", ["isolated"]),  # only no-docker outside: a plain name is fine
+        ("FOO=1 pip install x", ["plain"]),
+        ("FORCE_COLOR=1 pip install x", ["allowed"]),
+        ("LANG=/tmp/x pip install x", ["plain"]),  # a locale with a / is a path
+        # install arguments: by name from the index only
+        ("pip install no-docker-99.0.tar.gz", ["plain"]),
+        ("pip install 'no-docker==99.0.tar.gz'", ["plain"]),
+        ("pip install --find-links ./dist no-docker", ["plain"]),
+        ("pip install --index-url file:///x no-docker", ["plain"]),
+        ("pip install 'no-docker @ https://example.invalid/x.whl'", ["plain"]),
+        ("sudo apt-get -o APT::Update::Pre-Invoke::=./x update", ["plain"]),
+        ("sudo apt-get install -y ./x.deb", ["plain"]),
+        ("sudo apt-get install -y x.deb", ["plain"]),
+        # run paths, normalised, against the runner's layout
+        ("no-docker run --rw /home/runner/work/proj/.. -- t", ["plain"]),
+        ("no-docker run --rw ../.. -- t", ["plain"]),
+        ("no-docker run --rw ~/.cache/pip -- t", ["isolated"]),
+        ("no-docker run --rw ~ -- t", ["plain"]),
+        ("no-docker run --work=/home/runner/work/_temp -- t", ["plain"]),
+        ("no-docker run --ro /home/runner/work/_temp/_runner_file_commands -- t", ["plain"]),
+        ("no-docker run --report /home/runner/work/_temp/_runner_file_commands/x -- t", ["plain"]),
+        ("no-docker run --rw build -- t", ["isolated"]),
+        ("no-docker run make --rw /home/runner", ["isolated"]),  # CMD's own words, inside the run
+        ("no-docker run --rw .git/hooks -- t", ["plain"]),
+        ("echo x > .git/config", ["plain"]),
+        ("cd sub && no-docker run -- t", ["allowed", "isolated"]),
+        ("cd .. && no-docker run -- t", ["allowed", "plain"]),
+        ("cd; no-docker run -- t", ["plain", "isolated"]),
+        ("for d in a b; do cd a; done", ["plain"]),
+        # a failed run stops the later ones, or they may read a rewritten pyproject.toml
+        ("no-docker run -- a; no-docker run -- b", ["isolated", "isolated"]),
+        ("no-docker run -- a && no-docker run -- b", ["isolated", "isolated"]),
+        ("no-docker run -- a || true; no-docker run -- b", ["isolated", "allowed", "plain"]),
+        ("set +e; no-docker run -- a; no-docker run -- b", ["allowed", "isolated", "plain"]),
+        ("no-docker run -- a; no-docker run --rw sub -- b", ["isolated", "plain"]),
+        # files written outside a run
+        ("echo x > ~/.gitconfig", ["plain"]),
+        ("echo x > /tmp/x", ["plain"]),
+        ("echo x > notes.txt", ["allowed"]),
+        ("echo '[tool.no-docker]' > pyproject.toml; no-docker run -- t", ["allowed", "plain"]),
     ],
 )
 def test_script_judgement(script: str, kinds: list[str]) -> None:
@@ -400,3 +460,54 @@ def test_a_key_given_twice_is_refused_wherever_it_is() -> None:
     text = ("on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - run: no-docker run -- t\n"
             "    steps:\n      - run: make test\n")
     assert rules_of(text) == [(7, RULE_UNISOLATED)]
+
+
+def test_paths_of_the_repository_are_judged_through_its_links_and_config() -> None:
+    rel = workflow("run: no-docker run --rw sub/x -- t")
+    assert rules_of(rel) == []
+    assert rules_of(rel, FakeRepo(links=("sub",))) == [(6, RULE_UNISOLATED)]
+    plain = workflow("run: no-docker run -- t")
+    assert rules_of(plain, FakeRepo(configs={".": [("--rw", "../../_temp")]})) == [(6, RULE_UNISOLATED)]
+    assert rules_of(plain, FakeRepo(configs={".": [("--rw", "build")]})) == []
+    assert rules_of(plain, FakeRepo(configs={".": None})) == [(6, RULE_UNISOLATED)]
+
+
+def test_a_file_written_outside_makes_the_local_action_untrusted() -> None:
+    repo = FakeRepo(actions=("ci",))
+    assert rules_of(workflow("uses: ./ci\n        with: {run: make}"), repo) == []
+    wrote = workflow("run: echo x > ci/action.yml", "uses: ./ci\n        with: {run: make}")
+    assert rules_of(wrote, repo) == [(7, RULE_UNISOLATED)]
+
+
+def test_download_artifact_writes_only_into_the_workspace() -> None:
+    into_path = workflow("uses: actions/download-artifact@v4\n        with: {name: a, path: ~/.local/bin}")
+    assert rules_of(into_path) == [(6, RULE_UNISOLATED)]
+    then_below = workflow("uses: actions/download-artifact@v4\n        with: {name: a, path: dist}",
+                          "run: no-docker run --rw dist/x -- t")
+    assert rules_of(then_below) == [(8, RULE_UNISOLATED)]
+    into_root = workflow("uses: actions/download-artifact@v4\n        with: {name: a}",
+                         "run: no-docker run -- t")
+    assert rules_of(into_root) == [(6, RULE_UNISOLATED), (8, RULE_UNISOLATED)]
+    into_git = workflow("uses: actions/download-artifact@v4\n        with: {name: a, path: .git/hooks}")
+    assert rules_of(into_git) == [(6, RULE_UNISOLATED)]
+    runs_in_it = workflow("uses: actions/download-artifact@v4\n        with: {name: a, path: dist}",
+                          "run: cd dist && no-docker run -- t")
+    assert rules_of(runs_in_it) == [(8, RULE_UNISOLATED)]  # the artifact may hold a pyproject.toml
+
+
+def test_a_later_step_that_may_run_after_a_failure_is_refused() -> None:
+    text = workflow("run: no-docker run -- a", "if: always()\n        run: no-docker run -- b")
+    assert rules_of(text) == [(7, RULE_ORDER)]
+    text = workflow("run: no-docker run -- a",
+                    "if: github.event_name == 'push'\n        run: no-docker run -- b")
+    assert rules_of(text) == []
+
+
+def test_run_options_the_guard_reads_are_the_supervisors() -> None:
+    """The guard's model of ``no-docker run``'s options is the supervisor's own list."""
+    from no_docker.ci import script_rules
+    from no_docker.supervisor import run
+
+    assert set(script_rules._PATH_OPTIONS) == set(run._PATH_OPTIONS)
+    assert set(script_rules._PATH_OPTIONS) | set(script_rules._OTHER_VALUE_OPTIONS) == set(run._VALUE_OPTIONS)
+    assert [j.kind for j in judge_script("no-docker run --keep-env X --rw /home/runner -- t")] == [Kind.PLAIN]
