@@ -84,6 +84,14 @@ def writable_problem(path: str, has_link: Callable[[str], bool],
                      written: Iterable[str] = ()) -> str | None:
     """Why a run may not write ``path`` (absolute, normalised), or None."""
     rel = in_workspace(path)
+    if rel is None and is_under(path, CACHE) and path != CACHE:
+        # The supervisor refuses a cache whose content runs later (pip's wheels, uv, pre-commit):
+        # the guard says so first, in the same words (supervisor/isolation/tool_sources.py).
+        from no_docker.supervisor.isolation.tool_sources import cache_refusal
+
+        why = cache_refusal(path, HOME, {})
+        if why:
+            return f"refused by no-docker run itself: {why}"
     if rel is None and not (is_under(path, CACHE) and path != CACHE):
         runs_later = _what_runs_later(path)
         what = f"{runs_later}, whose content runs later outside" if runs_later else \

@@ -120,7 +120,8 @@ def test_below_what_an_earlier_run_wrote_is_refused() -> None:
     ws = rp.DEFAULT_WORKSPACE
     assert rp.writable_problem(ws, lambda rel: False, [ws]) is None  # the same root again
     assert rp.writable_problem(f"{ws}/build", lambda rel: False, [ws])
-    assert rp.writable_problem(f"{rp.CACHE}/pip", lambda rel: False, [f"{rp.CACHE}/pip"]) is None
+    assert rp.writable_problem(f"{rp.CACHE}/mytool", lambda rel: False, [f"{rp.CACHE}/mytool"]) is None
+    assert "pip" in rp.writable_problem(f"{rp.CACHE}/pip", lambda rel: False, [])  # a code cache
 
 
 def test_the_runner_dirs_hold_what_runs_later() -> None:

@@ -261,7 +261,8 @@ def test_github_expressions_in_run_are_refused() -> None:
         # run paths, normalised, against the runner's layout
         ("no-docker run --rw /home/runner/work/proj/.. -- t", ["plain"]),
         ("no-docker run --rw ../.. -- t", ["plain"]),
-        ("no-docker run --rw ~/.cache/pip -- t", ["isolated"]),
+        ("no-docker run --rw ~/.cache/mytool -- t", ["isolated"]),
+        ("no-docker run --rw ~/.cache/pip -- t", ["plain"]),  # a code cache (issue 25)
         ("no-docker run --rw ~ -- t", ["plain"]),
         ("no-docker run --work=/home/runner/work/_temp -- t", ["plain"]),
         ("no-docker run --ro /home/runner/work/_temp/_runner_file_commands -- t", ["plain"]),
