@@ -188,12 +188,13 @@ def ansi_c_decode(body: str) -> str:
     return "".join(out)
 
 
-def printf_format(fmt: str) -> list[str | None]:
+def printf_format(fmt: str, escapes: dict[str, str] | None = None) -> list[str | None]:
     """The pieces of a printf FORMAT: literal text, None for each %s; Unsupported otherwise.
 
     Only %s, %% and the escapes of ``PRINTF_ESCAPES`` are modelled: with any other (\\u000d,
     \\x0a, \\015, %b, %d...) printf writes bytes the lint did not compute.
     """
+    escapes = R.PRINTF_ESCAPES if escapes is None else escapes
     pieces: list[str | None] = []
     i = 0
     while i < len(fmt):
@@ -206,9 +207,9 @@ def printf_format(fmt: str) -> list[str | None]:
             i += 2
         elif c == "\\":
             escape = fmt[i + 1:i + 2]
-            if escape not in R.PRINTF_ESCAPES:
-                raise Unsupported(f"printf escape \\{escape} (only {' '.join(R.PRINTF_ESCAPES)})")
-            pieces.append(R.PRINTF_ESCAPES[escape])
+            if escape not in escapes:
+                raise Unsupported(f"printf escape \\{escape} (only {' '.join(escapes)})")
+            pieces.append(escapes[escape])
             i += 2
         else:
             pieces.append(c)
@@ -216,12 +217,12 @@ def printf_format(fmt: str) -> list[str | None]:
     return pieces
 
 
-def printf_output(args: list[Val]) -> str | None:
+def printf_output(args: list[Val], escapes: dict[str, str] | None = None) -> str | None:
     """What ``printf FORMAT ARG...`` prints, for constant arguments; else None."""
     if not args or not all(a.exact for a in args) or args[0].text.startswith("-"):
         return None
     try:
-        pieces = printf_format(args[0].text)
+        pieces = printf_format(args[0].text, escapes)
     except Unsupported:
         return None
     rest = [a.text for a in args[1:]]
@@ -382,7 +383,7 @@ class Linter:
 
     def __init__(self, path: str, helper_hashes: frozenset[str], shared: Shared,
                  findings: list[Finding], anchor: tuple[Node, str] | None = None, depth: int = 0,
-                 shares_shell: bool = False) -> None:
+                 shares_shell: bool = False, dialect: str = "bash") -> None:
         self.path = path
         self.helper_hashes = helper_hashes
         self.shared = shared
@@ -395,6 +396,11 @@ class Linter:
         self.heredocs: dict[int, tuple[str, bool]] = {}  # heredoc_redirect id -> (body, ok)
         self.anchor = anchor  # (outer node, label) for nested programs
         self.depth = depth
+        # "bash", or "dash" for `sh -c` text: /bin/sh is dash here (Debian), and the subset of
+        # a dash text is smaller (``DASH_REFUSED``, ``echo``/``printf`` escapes), issue 27 #5.
+        self.dialect = dialect
+        self.printf_escapes = R.PRINTF_ESCAPES if dialect == "bash" else R.DASH_PRINTF_ESCAPES
+        self.functions_entered: list[str] = []  # names of the function bodies being linted
         self.scope = Scope()
         self.seen: set[int] = set()
 
@@ -423,6 +429,13 @@ class Linter:
             self.reject(Rejected("parse-error", f"cannot parse near {snippet(bad)!r}", bad), bad)
             return
         self.source = source
+        if self.dialect == "dash":
+            for node in walk(root):
+                why = dash_refusal(node)
+                if why is not None:
+                    self.reject(Rejected("unsupported", f"sh -c text: {why} (dash and bash differ; "
+                                         "docs/mutants.md)", node), node)
+                    return
         for node in walk(root):
             if node.type == "heredoc_redirect":
                 try:
@@ -462,7 +475,18 @@ class Linter:
                 self.scope.assignments.setdefault(name, []).extend([node, node])
         for node in walk(root):
             if node.type == "variable_assignment" and node.parent is not None and node.parent.type in BLOCKS:
-                self.scope.blocks[node.id] = node.parent
+                # `opt=-l &` runs in a background subshell: the caller's opt never changes
+                # (bash(1), Lists: "executed asynchronously in a subshell"), issue 27 #1.
+                after = node.next_sibling
+                if after is None or after.type != "&":
+                    self.scope.blocks[node.id] = node.parent
+            if node.type == "declaration_command":
+                # `local opt` without a value hides the caller's opt from every function it calls
+                # (dynamic scoping, bash(1) FUNCTIONS), issue 27 #2: a name ever declared
+                # local is never a constant, wherever it is used.
+                for c in node.named_children:
+                    if c.type == "variable_name":
+                        self.scope.assignments.setdefault(text_of(c), []).extend([node, node])
             if node.type == "command" and text_of(node).startswith("eval"):
                 # Names an eval'd text mentions may be assigned when it runs: never constant.
                 for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text_of(node)):
@@ -616,9 +640,10 @@ class Linter:
         if not argv or not argv[0].exact:
             return Stdin()
         if argv[0].text == "printf":
-            out = printf_output(argv[1:])
+            out = printf_output(argv[1:], self.printf_escapes)
             return Stdin("content", out) if out is not None else Stdin()
-        if argv[0].text == "echo" and all(a.exact and not a.text.startswith("-") for a in argv[1:]):
+        if argv[0].text == "echo" and all(a.exact and not a.text.startswith("-") for a in argv[1:]) and (
+                self.dialect == "bash" or not any("\\" in a.text for a in argv[1:])):
             return Stdin("content", " ".join(a.text for a in argv[1:]) + "\n")
         return Stdin()
 
@@ -859,24 +884,53 @@ class Linter:
             raw = raw[1:]
         elif raw.startswith("~"):
             return Val((Opaque(raw),), split=True)
-        parts.append(re.sub(r"\\(.)", r"\1", raw, flags=re.S))
+        # backslash-newline is a line continuation, removed; any other backslash quotes the next
+        # character (bash(1), QUOTING)
+        parts.append(re.sub(r"\\(.)", lambda m: "" if m.group(1) == "\n" else m.group(1), raw, flags=re.S))
         return Val(tuple(parts), split)
 
     def dquoted(self, node: Node) -> Val:
-        vals = []
+        """A double-quoted string as bash reads it.
+
+        tree-sitter-bash leaves the newlines and CRs between two ``string_content`` pieces out
+        of every child (issue 27 #3, #4: ``"# note<LF>docker rm"`` read as one comment), so the
+        literal text is taken from the source bytes between the children, and the escapes are
+        applied to each whole literal run: in double quotes a backslash quotes only the dollar,
+        the backtick, the double quote, the backslash and a newline; backslash-newline is removed
+        (bash(1), QUOTING).
+        """
+        vals: list[Val] = []
+        raw = node.text or b""
+        literal: list[bytes] = []
+        pos = None
+
+        def flush() -> None:
+            text = b"".join(literal).decode("utf-8", "surrogateescape")
+            literal.clear()
+            if not text:
+                return
+            if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", text, flags=re.S)):
+                # bash would expand this; the parser kept it as text: they disagree
+                raise Rejected("unsupported", f"{text[:40]!r}: an expansion the parser read "
+                               "as plain text", node)
+            vals.append(const(re.sub(r'\\([$`"\\\n])',
+                                     lambda m: "" if m.group(1) == "\n" else m.group(1), text)))
+
         for c in node.children:
+            start, end = c.start_byte - node.start_byte, c.end_byte - node.start_byte
+            if pos is not None and start > pos:
+                literal.append(raw[pos:start])  # what the parser left between two children
+            pos = end
             if c.type in ('"', "$\""):
                 continue
             if c.type == "string_content":
-                if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", text_of(c), flags=re.S)):
-                    # bash would expand this; the parser kept it as text: they disagree
-                    raise Rejected("unsupported", f"{text_of(c)[:40]!r}: an expansion the parser read "
-                                   "as plain text", c)
-                vals.append(const(re.sub(r'\\([$`"\\\n])', r"\1", text_of(c))))
+                literal.append(raw[start:end])
             elif c.type == "$":
-                vals.append(const("$"))
+                literal.append(b"$")
             else:
+                flush()
                 vals.append(self.value(c, quoted=True))
+        flush()
         return concat(vals) if vals else const("")
 
     def variable(self, name: str, node: Node, quoted: bool) -> Val:
@@ -1088,7 +1142,8 @@ class Linter:
 
     def check_socket_write(self, argv: list[Val], node: Node) -> None:
         """Bytes written to a socket fd: only printf of a constant read-only request."""
-        content = printf_output(argv[1:]) if argv and argv[0].exact and argv[0].text == "printf" else None
+        is_printf = bool(argv) and argv[0].exact and argv[0].text == "printf"
+        content = printf_output(argv[1:], self.printf_escapes) if is_printf else None
         if content is None or not request_ok(content):
             raise Rejected("network-input-unprovable",
                            "only printf of a constant GET/HEAD may write to a socket", node)
@@ -1101,7 +1156,7 @@ class Linter:
         if run_dir_path(dest):
             content = None
             if argv and argv[0].exact and argv[0].text == "printf" and op in (">", ">|"):
-                content = printf_output(argv[1:])
+                content = printf_output(argv[1:], self.printf_escapes)
             key = normalize_rel(dest.text)
             self.files[key] = content if op in (">", ">|") or self.files.get(key, "") is None else None
             self.record_write(key, node)
@@ -1194,6 +1249,12 @@ class Linter:
         if any(a.split for a in args) and name not in (":", "true", "false", "echo"):
             raise Rejected("unsupported", f"{name} with an argument that may split into several words",
                            node)
+        if name == "echo" and self.dialect == "dash" and any("\\" in a.text for a in args):
+            # dash's echo decodes \n, \c and \0NNN in every argument (dash(1), echo): a printable
+            # `\0015\0012` becomes CR LF, a second request on a socket
+            # (an opaque argument may hold backslashes too, but then what echo prints is unknown to
+            # the lint, `produced`, and never reaches a socket)
+            raise Rejected("unsupported", "echo with a backslash in sh -c text (dash decodes it)", node)
         if name in (":", "true", "false", "echo"):
             return  # arguments are data (their expansions are checked where they are evaluated)
         if name == "pwd":
@@ -1204,7 +1265,7 @@ class Linter:
                 raise Rejected("unsupported", "printf: the format must be a constant that is not an "
                                "option (printf -v assigns a variable)", node)
             try:
-                printf_format(args[0].text)
+                printf_format(args[0].text, self.printf_escapes)
             except Unsupported as err:
                 raise Rejected("unsupported", str(err), node) from err
         elif name in ("test", "["):
@@ -1320,7 +1381,11 @@ class Linter:
                 script = args[i + 1]
                 if not script.exact:
                     raise Rejected("shell-string-non-constant", f"{name} -c {script.shown!r}", node)
-                self.nested(script.text, node, f"{name} -c string")
+                if name not in R.SHELL_DIALECTS:
+                    # zsh's echo decodes escapes and its unquoted $x does not split: not bash
+                    raise Rejected("unsupported", f"{name} -c: only bash -c and sh -c/dash -c text "
+                                   "is modelled", node)
+                self.nested(script.text, node, f"{name} -c string", R.SHELL_DIALECTS[name])
                 return
             if t.startswith("-") and t != "-":
                 code = "shell-reads-stdin" if t in ("-s",) else "shell-option-not-allowed"
@@ -1328,14 +1393,14 @@ class Linter:
             raise Rejected("shell-reads-stdin", f"{name} runs the file {t!r}", node)
         raise Rejected("shell-reads-stdin", f"{name} reads its program from stdin", node)
 
-    def nested(self, text: str, node: Node, label: str) -> None:
+    def nested(self, text: str, node: Node, label: str, dialect: str | None = None) -> None:
         if self.depth > 8:
             raise Rejected("unsupported-syntax", "nesting deeper than 8 levels", node)
         anchor = self.anchor or (node, label)
         if self.anchor is not None:
             anchor = (self.anchor[0], f"{self.anchor[1]}: {label}")
         child = Linter(self.path, self.helper_hashes, self.shared, self.findings, anchor, self.depth + 1,
-                       shares_shell=label == "eval")
+                       shares_shell=label == "eval", dialect=dialect or self.dialect)
         # Every nested text gets a scope of its own. For bash -c and BASH_ENV files that is what
         # runs; eval shares the shell, so there the caller's variables are opaque in the text
         # and the names the text mentions are never constant for the caller (prepass): neither
@@ -1677,6 +1742,41 @@ class Linter:
             raise Rejected("link-not-allowed", f"ln -s {target.shown} {link.shown}", node)
         self.files[normalize_rel(link.text)] = None
         self.record_write(normalize_rel(link.text), None)
+
+
+# ---- sh -c text: what dash reads differently ----------------------------------------------------
+
+# Constructs of the bash subset that dash 0.5.12 (/bin/sh here) reads differently or not at all:
+# refused in `sh -c` text rather than modelled twice. `$'...'` is a `$` and a quoted string to
+# dash; `&>` is `&` then `>`; `[[`, `|&`, `<<<`, `${x/a/b}`, `${x:N}` are bash's; dash does no
+# brace expansion and has no /dev/tcp; a backslash inside backticks is not modelled for dash.
+DASH_NODES = {"ansi_c_string": "$'...'", "test_command": "[[ ]] (and every test but [ ]/test)",
+              "herestring_redirect": "<<<", "command_substitution": None, "brace_expression": "{a,b}"}
+
+
+def dash_refusal(node: Node) -> str | None:
+    """Why ``node`` of ``sh -c`` text is outside the dash subset, or None."""
+    t = node.type
+    if t in DASH_NODES:
+        if t == "command_substitution":
+            backticks = text_of(node).startswith("`")
+            return "a backslash inside backticks" if backticks and "\\" in text_of(node) else None
+        if t == "test_command" and node.children and node.children[0].type == "[":
+            return None
+        return DASH_NODES[t]
+    if not node.is_named and t in ("|&", "&>", "&>>", ";&", ";;&", "function"):
+        return t
+    if t == "file_redirect" and redirect_operator(node) in (">&", "<&"):
+        dest = node.child_by_field_name("destination")
+        if dest is None or not re.fullmatch(r"[0-9]|-", text_of(dest)):
+            return ">&FILE (bash's &>, an error in dash)"
+    if t == "expansion" and re.fullmatch(rf"\$\{{{_PARAM}(?:/|:[0-9]).*\}}", text_of(node).strip(), re.S):
+        return "${x/a/b} and ${x:N} (bash only)"
+    if t == "word" and re.search(r"[{}]", text_of(node)):
+        return "a brace in a word (bash expands it, dash does not)"
+    if t in ("word", "string_content", "raw_string") and re.search(r"/dev/(tcp|udp)", text_of(node)):
+        return "/dev/tcp (bash only)"
+    return None
 
 
 # ---- tree helpers ------------------------------------------------------------------------------

@@ -82,6 +82,9 @@ SET_OPTIONS = frozenset({"pipefail", "errexit", "nounset", "xtrace"})
 # bytes printf writes are exactly what the lint computed.
 PRINTF_DIRECTIVES = frozenset({"%s", "%%"})
 PRINTF_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
+# dash's printf keeps the backslash of \" and \' (its conv_escape knows only \\ \a \b \f \n \r
+# \t \v and \0NNN): in `sh -c` text only these.
+DASH_PRINTF_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}
 
 # ---- the accepted subset: external tools and their arguments -------------------------------------
 # tool -> flags, value options, and what positional arguments may be: "data" (anything, as long
@@ -164,6 +167,10 @@ XARGS = {"flags": {"-0", "--null", "-r", "--no-run-if-empty", "-t", "--verbose",
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh"})
 SHELL_FLAGS = frozenset({"-e", "-u", "-x", "-f", "--norc", "--noprofile", "-p", "+e", "+u", "+x"})
 SHELL_VALUE_FLAGS = frozenset({"-o", "+o"})
+# The shells whose -c text is linted, and as which dialect: /bin/sh is dash on Debian/Ubuntu,
+# whose echo decodes escapes (issue 27 #5). zsh and ksh read the subset differently (zsh's echo
+# decodes, its unquoted $x does not split): refused.
+SHELL_DIALECTS = {"bash": "bash", "sh": "dash", "dash": "dash"}
 
 # ---- container engines: global options, then a subcommand path on the allowlist ----------------
 ENGINES: dict[str, dict[str, object]] = {
