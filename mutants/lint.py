@@ -401,6 +401,8 @@ class Linter:
         self.dialect = dialect
         self.printf_escapes = R.PRINTF_ESCAPES if dialect == "bash" else R.DASH_PRINTF_ESCAPES
         self.functions_entered: list[str] = []  # names of the function bodies being linted
+        # function name -> the pinned helper it runs with "$@" (its calls' arguments are checked)
+        self.helper_functions: dict[str, str | None] = {}
         self.scope = Scope()
         self.seen: set[int] = set()
 
@@ -554,8 +556,13 @@ class Linter:
                 raise Rejected("unsupported", "a redirection on a function definition (it applies at "
                                "every call)", redirect)
             body = node.child_by_field_name("body")
+            name_node = node.child_by_field_name("name")
             if body is not None:
-                self.statement(body, Stdin())
+                self.functions_entered.append(text_of(name_node) if name_node is not None else "")
+                try:
+                    self.statement(body, Stdin())
+                finally:
+                    self.functions_entered.pop()
         elif t in ("variable_assignment", "variable_assignments"):
             if self.shares_shell:
                 raise Rejected("unsupported", "an assignment in eval text", node)
@@ -1179,6 +1186,8 @@ class Linter:
         if functions and self.defined_function(name, node):
             if env:
                 raise Rejected("unsupported", f"{name}: a function call with environment assignments", node)
+            if name in self.helper_functions:
+                self.helper_arguments(self.helper_functions[name], argv[1:], node)
             return  # the body is linted where it is defined
         if "/" in name:
             directory, _, base = name.rpartition("/")
@@ -1722,6 +1731,57 @@ class Linter:
             raise Rejected("python-not-pinned-helper",
                            f"here-document sha256 {digest[:16]}... is not a pinned helper",
                            node)
+        kind = next((k for start, k in R.HELPER_KINDS.items() if stdin.text.startswith(start)), None)
+        rest = args[i + 1:]
+        if rest == [Val((Opaque("@"),))] and self.functions_entered:
+            # `name() { python3 -I - "$@" <<'H' ... }`: the helper's arguments are those of each
+            # call of the function, checked there (run)
+            self.helper_functions[self.functions_entered[-1]] = kind
+            return
+        self.helper_arguments(kind, rest, node)
+
+    def helper_arguments(self, kind: str | None, args: list[Val], node: Node) -> None:
+        """A pinned helper's arguments against its rule (``lint_rules.RAWSOCK``, ``ROUTE_ID``).
+
+        The route id must be a constant of ``ROUTE_ID`` (it goes into request lines); endpoint
+        values may be opaque (the helper connects only to local endpoints by itself) but never
+        split; every option name is a constant, given once.
+        """
+        def refuse(why: str) -> Rejected:
+            return Rejected("python-not-pinned-helper", f"{kind or 'a pinned helper'}: {why}", node)
+
+        def route_ok(v: Val) -> bool:
+            return v.exact and R.ROUTE_ID.fullmatch(v.text) is not None
+
+        if kind == "dockerpy_route":
+            if len(args) != 1 or not route_ok(args[0]):
+                raise refuse("only one constant route id [A-Za-z0-9._-]")
+            return
+        if kind != "rawsock":
+            if args:
+                raise refuse("takes no arguments")
+            return
+        if len(args) % 2:
+            raise refuse("options come in pairs: --NAME VALUE")
+        seen: dict[str, Val] = {}
+        for name, value in zip(args[::2], args[1::2], strict=True):
+            known = R.RAWSOCK["endpoints"] | {"--route", "--proto", "--timeout"}  # type: ignore[operator]
+            if not name.exact or name.text not in known or name.text in seen:
+                raise refuse(f"option {name.shown!r}: only {' '.join(sorted(known))}, each once")
+            controls = any(isinstance(p, str) and re.search(r"[\x00-\x1f\x7f]", p) for p in value.parts)
+            if value.split or controls:
+                raise refuse(f"{name.text} {value.shown!r}: one word without control characters")
+            seen[name.text] = value
+        route, proto, timeout = seen.get("--route"), seen.get("--proto"), seen.get("--timeout")
+        if route is None or not route_ok(route):
+            raise refuse("--route must be a constant route id [A-Za-z0-9._-] (it goes into the "
+                         "request line)")
+        if proto is not None and not (proto.exact and proto.text in R.RAWSOCK["protos"]):  # type: ignore[operator]
+            raise refuse(f"--proto {proto.shown!r}")
+        if timeout is not None and not (timeout.exact and R.RAWSOCK["timeout"].fullmatch(timeout.text)):  # type: ignore[union-attr]
+            raise refuse(f"--timeout {timeout.shown!r}")
+        if len(set(seen) & R.RAWSOCK["endpoints"]) != 1:  # type: ignore[operator]
+            raise refuse("exactly one of --unix --abstract --tcp --url")
 
     def mkdir(self, args: list[Val], node: Node, open_tail: bool) -> None:
         if open_tail:
