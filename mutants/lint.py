@@ -366,6 +366,12 @@ class Shared:
     # linted, against every write to that path (a later write in a loop or a function called
     # later would change the file after the lint read it).
     startup_uses: list[tuple[str, tuple[int, int], str]] = field(default_factory=list)
+    # The lint's prediction of what runs (issue 27's differential check compares it with what
+    # bash and dash do): every engine command line, every constant a raw client sends, every
+    # pinned helper's arguments, as the lint evaluated them (opaque parts stand for any text).
+    engine_calls: list[tuple[Val, ...]] = field(default_factory=list)
+    raw_sends: list[tuple[str, tuple[Val, ...], str]] = field(default_factory=list)  # tool, args, bytes
+    helper_calls: list[tuple[str, tuple[Val, ...]]] = field(default_factory=list)  # helper kind, args
 
 
 @dataclass
@@ -1215,6 +1221,7 @@ class Linter:
         if name == "xargs":
             return self.xargs(args, env, node, open_tail, stdin)
         if name in R.ENGINES:
+            self.shared.engine_calls.append(tuple(argv))
             return self.engine(name, args, env, node, open_tail)
         if name == "curl":
             return self.curl(args, node, open_tail)
@@ -1341,7 +1348,8 @@ class Linter:
             if not options_done and a.exact and a.text == "--":
                 options_done = True
                 continue
-            if not options_done and (a.prefix.startswith("-") or not a.prefix) and a.text != "-":
+            # `''` is an empty positional argument, not an option
+            if not options_done and (a.prefix.startswith("-") or not a.prefix) and a.text not in ("-", ""):
                 if not a.exact:
                     raise Rejected("unsupported", f"{name} argument {a.shown!r} could be an option", node)
                 opts = split_options(a.text, flags, values)
@@ -1566,7 +1574,8 @@ class Linter:
             if not options_done and a.exact and a.text == "--":
                 options_done = True
                 continue
-            if not options_done and (a.prefix.startswith("-") or not a.prefix):
+            empty = a.exact and a.text == ""  # `''`: an empty positional argument, not an option
+            if not options_done and (a.prefix.startswith("-") or not a.prefix) and not empty:
                 if not a.exact:
                     raise Rejected("engine-option-not-allowed",
                                    f"{shown} argument {a.shown!r} could be an option", node)
@@ -1677,6 +1686,7 @@ class Linter:
         if stdin.kind != "null" and not constant_request:
             raise Rejected("network-input-unprovable",
                            f"{name} sends stdin that is not a constant GET/HEAD", node)
+        self.shared.raw_sends.append((name, tuple(args), (stdin.text or "") if constant_request else ""))
         rule = R.SOCAT if name == "socat" else R.NC
         positional: list[str] = []
         i = 0
@@ -1756,6 +1766,7 @@ class Linter:
         if kind == "dockerpy_route":
             if len(args) != 1 or not route_ok(args[0]):
                 raise refuse("only one constant route id [A-Za-z0-9._-]")
+            self.shared.helper_calls.append((kind, tuple(args)))
             return
         if kind != "rawsock":
             if args:
@@ -1782,6 +1793,7 @@ class Linter:
             raise refuse(f"--timeout {timeout.shown!r}")
         if len(set(seen) & R.RAWSOCK["endpoints"]) != 1:  # type: ignore[operator]
             raise refuse("exactly one of --unix --abstract --tcp --url")
+        self.shared.helper_calls.append((kind, tuple(args)))
 
     def mkdir(self, args: list[Val], node: Node, open_tail: bool) -> None:
         if open_tail:
@@ -1874,6 +1886,17 @@ def redirect_fd(node: Node) -> str:
 def lint_source(source: str | bytes, path: str = "<payload>",
                 helper_hashes: Iterable[str] = ()) -> list[Finding]:
     """Every reason ``source`` is not provably read-only; [] means accepted."""
+    return lint_model(source, path, helper_hashes)[0]
+
+
+def lint_model(source: str | bytes, path: str = "<payload>", helper_hashes: Iterable[str] = ()
+               ) -> tuple[list[Finding], Shared]:
+    """The findings and the lint's prediction of what runs (``Shared.engine_calls``...).
+
+    The prediction is what the differential check (tests/property/test_mutants_lint_differential.py)
+    holds against bash and dash: for an accepted text, every engine command line they run must
+    be one the lint predicted.
+    """
     # surrogatepass: any str has bytes (a lone surrogate parses as an invalid sequence would)
     data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
     findings: list[Finding] = []
@@ -1891,7 +1914,7 @@ def lint_source(source: str | bytes, path: str = "<payload>",
     except RecursionError:
         # The walker recurses once per nesting level; thousands of ( or $( exhaust Python's stack.
         findings.append(Finding(path, 1, 1, "unsupported-syntax", "nested deeper than the lint can follow"))
-    return sorted(set(findings))
+    return sorted(set(findings)), shared
 
 
 def lint_file(path: Path, helper_hashes: Iterable[str] | None = None) -> list[Finding]:

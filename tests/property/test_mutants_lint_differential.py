@@ -1,0 +1,189 @@
+"""The lint's model of bash, measured against bash and dash (issue 27).
+
+Hypothesis writes programs of (and around) the accepted subset: assignments in every position
+(plain, in the background, in a pipeline, in a subshell, in a group, in a function; `local`
+with and without a value), words quoted every way (single, double with literal newlines and
+CRs and backslash escapes, `$'...'`), `bash -c` and `sh -c` nesting (dash runs the latter here),
+constant `eval`, here-documents, constant requests piped to `nc`, and the pinned raw-socket
+helper with arbitrary arguments. For every program the lint accepts, bash runs it against
+recording stubs (tests/mutants_recording.py: nothing connects anywhere) and every engine
+command line, every byte given to a raw client and every helper call that ran must be one the
+lint predicted (``lint.lint_model``); any difference fails with hypothesis's shrunk program.
+
+Bounded in the suite (``DIFFERENTIAL_EXAMPLES``, about 20 s on two shared cores); with
+``NO_DOCKER_SLOW=1`` it tries ``SLOW_EXAMPLES``. Run with ``--hypothesis-show-statistics`` for
+how many programs were accepted (and so compared) and how many refused.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import strategies as st
+from mutants_recording import compare, run_recorded
+from no_docker.mutants import pins
+from no_docker.mutants.lint import lint_model
+
+REPO = Path(__file__).resolve().parents[2]
+RAWSOCK = (REPO / "mutants" / "helpers" / "rawsock.py").read_text()
+HASHES = pins.helper_hashes()
+SLOW = os.environ.get("NO_DOCKER_SLOW") == "1"
+DIFFERENTIAL_EXAMPLES = 300
+SLOW_EXAMPLES = 3000
+
+NAMES = ("a", "b", "opt")
+# raw text pieces: what a quoted word or a value holds (engine words, blanks, line ends, quotes)
+PIECES = ("ps", "rm", "-f", "-a", "-l", "inspect", "web", " ", "\n", "\r", "\t", "\\", '"', "'", "$",
+          "#", "db", "docker ", ";", "x")
+CONSTANT_WORDS = ("ps", "rm", "inspect", "images", "-a", "-l", "-q", "-f", "--filter", "label=x", "web",
+                  "db", "''", '""', "-la", "--format", "{{.ID}}", "info")
+
+
+def single(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def double(text: str, continuation: bool) -> str:
+    body = "".join("\\" + c if c in '"\\$`' else c for c in text)
+    if continuation:
+        body = body.replace(" ", "\\\n ", 1)  # a backslash-newline: removed by bash
+    return '"' + body + '"'
+
+
+def ansi_c(text: str, octal: bool) -> str:
+    table = {"\n": "\\n", "\r": "\\r" if not octal else "\\015", "\t": "\\t", "\\": "\\\\", "'": "\\'"}
+    return "$'" + "".join(table.get(c, c) for c in text) + "'"
+
+
+@st.composite
+def quoted(draw: st.DrawFn) -> str:
+    text = "".join(draw(st.lists(st.sampled_from(PIECES), max_size=5)))
+    how = draw(st.sampled_from(("single", "double", "double-continued", "ansi", "ansi-octal")))
+    if how == "single":
+        return single(text)
+    if how.startswith("double"):
+        return double(text, how.endswith("continued"))
+    return ansi_c(text, how.endswith("octal"))
+
+
+def expansion(name: str) -> st.SearchStrategy[str]:
+    return st.sampled_from((f"${name}", f'"${name}"', f"${{{name}:-ps}}", f'"${{{name}}}"', f"${{{name}-}}"))
+
+
+WORD = st.one_of(st.sampled_from(CONSTANT_WORDS), quoted(), st.sampled_from(NAMES).flatmap(expansion))
+# values that make a read-only-looking command when they are what the lint thinks they are
+VALUE = st.one_of(st.sampled_from(("ps", "-a", "-l", "-q", "images", "'ps -a'", '"-a"', "''", "web", "rm",
+                                   "inspect", "'-l rm'")), quoted())
+GLOBALS = ("", "", "-D ", "-l info ", "--log-level info ")
+SUBCOMMANDS = ("ps", "ps", "images", "version", "info", "inspect", "container ls")
+ARGUMENTS = ("-a", "-q", "--filter label=x", "--format '{{.ID}}'", "--no-trunc", "web", "-s")
+
+
+@st.composite
+def assignment(draw: st.DrawFn) -> str:
+    name, value = draw(st.sampled_from(NAMES)), draw(VALUE)
+    where = draw(st.sampled_from(("plain", "background", "pipeline", "subshell", "group", "and")))
+    return {"plain": f"{name}={value}", "background": f"{name}={value} &", "pipeline": f"{name}={value} | :",
+            "subshell": f"( {name}={value} )", "group": f"{{ {name}={value}; }}",
+            "and": f"true && {name}={value}"}[where]
+
+
+@st.composite
+def engine(draw: st.DrawFn) -> str:
+    """docker [GLOBAL] SUBCOMMAND [ARGS], each part a constant of the allowlists or any word."""
+    some_word = st.one_of(WORD, st.sampled_from(NAMES).flatmap(expansion))
+
+    def mostly(constants: tuple[str, ...]) -> st.SearchStrategy[str]:
+        return st.integers(0, 2).flatmap(lambda k: some_word if k == 0 else st.sampled_from(constants))
+
+    glob = draw(st.one_of(st.sampled_from(GLOBALS), some_word.map(lambda w: w + " ")))
+    sub = draw(mostly(SUBCOMMANDS))
+    args = draw(st.lists(mostly(ARGUMENTS), max_size=3))
+    prefix = draw(st.sampled_from(("", "", "timeout 5 ", "env ", "command ")))
+    return prefix + "docker " + glob + " ".join([sub, *args])
+
+
+@st.composite
+def raw_client(draw: st.DrawFn) -> str:
+    request = draw(st.sampled_from((
+        "GET /_ping HTTP/1.1\r\nHost: d\r\n\r\n",
+        "GET /_ping HTTP/1.1\r\nHost: d\r\n\r\nDELETE /x HTTP/1.1\r\n\r\n",
+        "GET /version HTTP/1.0\r\n\r\n", "HEAD /info HTTP/1.1\r\nX-No-Docker-Route: a\\0015\\0012\r\n\r\n")))
+    how = draw(st.sampled_from(("printf-escapes", "printf-literal", "echo")))
+    if how == "printf-escapes":
+        fmt = double(request.replace("\r", "\\r").replace("\n", "\\n").replace("\\0", "\\\\0"), False)
+        return f"printf {fmt} | nc -U /run/docker.sock"
+    if how == "printf-literal":  # literal CR LF inside the double quotes
+        return f"printf {double(request, False)} | nc -U /run/docker.sock"
+    return f"echo {single(request[:-1])} | nc -U /run/docker.sock"  # echo adds the last \n
+
+
+HELPER_DEF = ("rawsock() {\n  python3 -I -S - \"$@\" <<'NO_DOCKER_HELPER'\n" + RAWSOCK
+              + "NO_DOCKER_HELPER\n}")
+HELPER_WORD = st.one_of(st.sampled_from(("--route", "--unix", "--proto", "--tcp", "--timeout", "http", "h2",
+                                         "route-1", "/run/docker.sock", "127.0.0.1:2375", "1")), quoted(),
+                        st.sampled_from(NAMES).flatmap(expansion))
+
+
+@st.composite
+def helper_call(draw: st.DrawFn) -> str:
+    if draw(st.booleans()):
+        return "rawsock " + " ".join(draw(st.lists(HELPER_WORD, min_size=2, max_size=6)))
+    route = draw(st.one_of(st.sampled_from(("route-1", "a.b_c")), quoted(),
+                           st.sampled_from(NAMES).flatmap(expansion)))
+    proto = draw(st.sampled_from(("", " --proto http", " --proto tls", " --proto $a")))
+    return f"rawsock --route {route} --unix /run/docker.sock{proto}"
+
+
+def statement(depth: int) -> st.SearchStrategy[str]:
+    leaves = st.one_of(assignment(), engine(), engine(), raw_client(),
+                       st.sampled_from(("wait", ":", "true")))
+    if depth <= 0:
+        return leaves
+    inner = st.lists(statement(depth - 1), min_size=1, max_size=3).map("\n".join)
+    return st.one_of(
+        leaves, leaves,
+        inner.map(lambda t: f"bash -c {single(t)}"),
+        inner.map(lambda t: f"sh -c {single(t)}"),
+        inner.map(lambda t: f"bash -c {double(t, False)}"),
+        inner.map(lambda t: f"sh -c {ansi_c(t, False)}"),
+        st.lists(engine(), min_size=1, max_size=2).map(lambda c: "eval " + single("; ".join(c))),
+        inner.map(lambda t: f"( {t}\n)"),
+    )
+
+
+@st.composite
+def program(draw: st.DrawFn) -> str:
+    lines = draw(st.lists(statement(2), min_size=1, max_size=4))
+    if draw(st.booleans()):  # functions: dynamic scoping of `local`, calls after the definitions
+        var = draw(st.sampled_from(NAMES))
+        local = draw(st.sampled_from((f"local {var}", f"local {var}={draw(VALUE)}", ":")))
+        lines.insert(draw(st.integers(0, len(lines))),
+                     f"g() {{ {draw(engine())}; }}\nf() {{ {local}; g; }}\nf")
+    if draw(st.integers(0, 3)) == 0:
+        lines.append(HELPER_DEF)
+        lines.extend(draw(st.lists(helper_call(), min_size=1, max_size=2)))
+    if draw(st.booleans()):
+        body = draw(st.sampled_from(("docker rm -f db", "$(docker rm x)", "x")))
+        lines.append("cat <<'EOF'\n" + body + "\nEOF")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=SLOW_EXAMPLES if SLOW else DIFFERENTIAL_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program())
+def test_what_bash_runs_is_what_the_lint_predicted(text):
+    findings, model = lint_model(text, "generated.sh", HASHES)
+    if findings:
+        event("refused by the lint")
+        return
+    event("accepted: compared with bash")
+    note(text)
+    with tempfile.TemporaryDirectory(prefix="no-docker-differential-") as tmp:
+        ran = run_recorded(text.encode("utf-8", "surrogateescape"), Path(tmp))
+    event(f"engine commands run: {min(len(ran.engine), 3)}{'+' if len(ran.engine) >= 3 else ''}")
+    problems = compare(model, ran)
+    assert not problems, "\n".join(problems) + "\nprogram:\n" + text
