@@ -155,9 +155,46 @@ def statement(depth: int) -> st.SearchStrategy[str]:
     )
 
 
+SCOPING_VALUES = ("-l", "-D", "ps", "-a", "''", "'-l info'", "web", "$'-l\\n'", '"-l\r"')
+# `docker $v ps images`: with v=-l the lint reads `-l ps` then `images`; bash, with v empty,
+# runs `docker ps images`: any such difference is a failure
+SCOPING_USES = ("docker $v ps images", "docker $v ps -a", "docker ps $v -a", 'docker inspect "$v"',
+                "docker ${v:-ps} -a", "bash -c 'docker $v ps images'", "eval 'docker $v ps images'")
+SCOPING_PLACES = ("plain", "background", "pipeline", "subshell", "group", "local", "local-value",
+                  "function", "function-background", "sh-c")
+
+
+def scoping_program(value: str, use: str, where: str, var: str = "opt") -> str:
+    """One variable assigned in one position, then used in an engine command: where the lint's
+    idea of a constant meets bash's scoping (issue 27 #1, #2)."""
+    use = use.replace("$v", f"${var}").replace("{v:", f"{{{var}:").replace('"$v"', f'"${var}"')
+    if where == "local":
+        return f"{var}={value}\ng() {{ {use}; }}\nf() {{ local {var}; g; }}\nf"
+    if where == "local-value":
+        return f"{var}={value}\ng() {{ {use}; }}\nf() {{ local {var}=ps; g; }}\nf"
+    if where == "function":
+        return f"f() {{ {var}={value}; {use}; }}\nf"
+    if where == "function-background":
+        return f"f() {{ {var}={value} & {use}; }}\nf"
+    if where == "sh-c":
+        return f"sh -c {single(f'{var}={value}; {use}')}"
+    assign = {"plain": f"{var}={value}", "background": f"{var}={value} &", "pipeline": f"{var}={value} | :",
+              "subshell": f"( {var}={value} )", "group": f"{{ {var}={value}; }}"}[where]
+    return f"{assign}\n{use}"
+
+
+@st.composite
+def scenario(draw: st.DrawFn) -> str:
+    return scoping_program(draw(st.one_of(st.sampled_from(SCOPING_VALUES), quoted())),
+                           draw(st.sampled_from(SCOPING_USES)), draw(st.sampled_from(SCOPING_PLACES)),
+                           draw(st.sampled_from(NAMES)))
+
+
 @st.composite
 def program(draw: st.DrawFn) -> str:
-    lines = draw(st.lists(statement(2), min_size=1, max_size=4))
+    lines = draw(st.lists(statement(2), min_size=0, max_size=3))
+    if draw(st.booleans()):
+        lines.insert(draw(st.integers(0, len(lines))), draw(scenario()))
     if draw(st.booleans()):  # functions: dynamic scoping of `local`, calls after the definitions
         var = draw(st.sampled_from(NAMES))
         local = draw(st.sampled_from((f"local {var}", f"local {var}={draw(VALUE)}", ":")))
@@ -170,6 +207,35 @@ def program(draw: st.DrawFn) -> str:
         body = draw(st.sampled_from(("docker rm -f db", "$(docker rm x)", "x")))
         lines.append("cat <<'EOF'\n" + body + "\nEOF")
     return "\n".join(lines) + "\n"
+
+
+def differences(text: str) -> tuple[bool, list[str]]:
+    """(accepted, what ran that the lint did not predict) for one program."""
+    findings, model = lint_model(text, "generated.sh", HASHES)
+    if findings:
+        return False, []
+    with tempfile.TemporaryDirectory(prefix="no-docker-differential-") as tmp:
+        ran = run_recorded(text.encode("utf-8", "surrogateescape"), Path(tmp))
+    return True, compare(model, ran)
+
+
+def test_every_assignment_place_against_bash(capsys):
+    """The whole grid of scoping programs (values x uses x places), not a sample of it."""
+    tried = accepted = 0
+    failures = []
+    for value in SCOPING_VALUES:
+        for use in SCOPING_USES:
+            for where in SCOPING_PLACES:
+                text = scoping_program(value, use, where) + "\n"
+                ok, problems = differences(text)
+                tried, accepted = tried + 1, accepted + ok
+                if problems:
+                    failures.append("program:\n" + text + "\n".join(problems))
+    shown = "\n\n".join(failures[:5])
+    assert not failures, f"{len(failures)} of {accepted} accepted programs differ:\n{shown}"
+    with capsys.disabled():
+        print(f"\nscoping grid: {tried} programs, {accepted} accepted and run by bash")
+    assert accepted >= 20, f"only {accepted} of {tried} grid programs accepted: the grid compares nothing"
 
 
 @settings(max_examples=SLOW_EXAMPLES if SLOW else DIFFERENTIAL_EXAMPLES, deadline=None,
