@@ -106,19 +106,35 @@ def engine(draw: st.DrawFn) -> str:
     return prefix + "docker " + glob + " ".join([sub, *args])
 
 
-@st.composite
-def raw_client(draw: st.DrawFn) -> str:
-    request = draw(st.sampled_from((
-        "GET /_ping HTTP/1.1\r\nHost: d\r\n\r\n",
-        "GET /_ping HTTP/1.1\r\nHost: d\r\n\r\nDELETE /x HTTP/1.1\r\n\r\n",
-        "GET /version HTTP/1.0\r\n\r\n", "HEAD /info HTTP/1.1\r\nX-No-Docker-Route: a\\0015\\0012\r\n\r\n")))
-    how = draw(st.sampled_from(("printf-escapes", "printf-literal", "echo")))
+REQUESTS = ("GET /_ping HTTP/1.1\r\nHost: d\r\n\r\n",
+            "GET /_ping HTTP/1.1\r\nHost: d\r\n\r\nDELETE /x HTTP/1.1\r\n\r\n",
+            "GET /version HTTP/1.0\r\n\r\n",
+            # printable in bash; dash's echo decodes \0NNN into CR LF (issue 27 #5)
+            "HEAD /info HTTP/1.1\r\nX-No-Docker-Route: a\\0015\\0012\\0015\\0012\r\n\r\n",
+            "GET /_ping HTTP/1.1\r\nX-No-Docker-Route: a\\r\\n\\r\\nb\r\n\r\n")
+SENDS = ("printf-escapes", "printf-literal", "echo")
+
+
+def raw_program(request: str, how: str) -> str:
     if how == "printf-escapes":
-        fmt = double(request.replace("\r", "\\r").replace("\n", "\\n").replace("\\0", "\\\\0"), False)
+        fmt = double(request.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n"), False)
         return f"printf {fmt} | nc -U /run/docker.sock"
     if how == "printf-literal":  # literal CR LF inside the double quotes
         return f"printf {double(request, False)} | nc -U /run/docker.sock"
     return f"echo {single(request[:-1])} | nc -U /run/docker.sock"  # echo adds the last \n
+
+
+@st.composite
+def raw_client(draw: st.DrawFn) -> str:
+    return raw_program(draw(st.sampled_from(REQUESTS)), draw(st.sampled_from(SENDS)))
+
+
+SHELL_WRAPS = {"none": lambda t: t, "bash-single": lambda t: f"bash -c {single(t)}",
+               "bash-double": lambda t: f"bash -c {double(t, False)}",
+               "bash-ansi": lambda t: f"bash -c {ansi_c(t, False)}",
+               "sh-single": lambda t: f"sh -c {single(t)}",
+               "sh-double": lambda t: f"sh -c {double(t, False)}", "eval": lambda t: f"eval {single(t)}",
+               "sh-in-bash": lambda t: f"bash -c {single('sh -c ' + single(t))}"}
 
 
 HELPER_DEF = ("rawsock() {\n  python3 -I -S - \"$@\" <<'NO_DOCKER_HELPER'\n" + RAWSOCK
@@ -236,6 +252,26 @@ def test_every_assignment_place_against_bash(capsys):
     with capsys.disabled():
         print(f"\nscoping grid: {tried} programs, {accepted} accepted and run by bash")
     assert accepted >= 20, f"only {accepted} of {tried} grid programs accepted: the grid compares nothing"
+
+
+def test_every_raw_request_form_against_bash_and_dash(capsys):
+    """Every request x every way to send it x every shell around it: the bytes nc got must be
+    the bytes the lint computed."""
+    tried = accepted = 0
+    failures = []
+    for request in REQUESTS:
+        for how in SENDS:
+            for wrap in SHELL_WRAPS.values():
+                text = wrap(raw_program(request, how)) + "\n"
+                ok, problems = differences(text)
+                tried, accepted = tried + 1, accepted + ok
+                if problems:
+                    failures.append("program:\n" + text + "\n".join(problems))
+    shown = "\n\n".join(failures[:5])
+    assert not failures, f"{len(failures)} of {accepted} accepted programs differ:\n{shown}"
+    with capsys.disabled():
+        print(f"\nraw request grid: {tried} programs, {accepted} accepted and run")
+    assert accepted >= 10, f"only {accepted} of {tried} raw programs accepted: the grid compares nothing"
 
 
 @settings(max_examples=SLOW_EXAMPLES if SLOW else DIFFERENTIAL_EXAMPLES, deadline=None,
