@@ -97,9 +97,9 @@ def engine(draw: st.DrawFn) -> str:
     some_word = st.one_of(WORD, st.sampled_from(NAMES).flatmap(expansion))
 
     def mostly(constants: tuple[str, ...]) -> st.SearchStrategy[str]:
-        return st.integers(0, 2).flatmap(lambda k: some_word if k == 0 else st.sampled_from(constants))
+        return st.integers(0, 4).flatmap(lambda k: some_word if k == 0 else st.sampled_from(constants))
 
-    glob = draw(st.one_of(st.sampled_from(GLOBALS), some_word.map(lambda w: w + " ")))
+    glob = draw(mostly(GLOBALS))
     sub = draw(mostly(SUBCOMMANDS))
     args = draw(st.lists(mostly(ARGUMENTS), max_size=3))
     prefix = draw(st.sampled_from(("", "", "timeout 5 ", "env ", "command ")))
