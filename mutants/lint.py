@@ -952,8 +952,11 @@ class Linter:
         val = self.constant(name, node)
         if val is None:
             return Val((Opaque(name),), split=not quoted)
-        # unquoted, a constant with blanks or glob characters becomes several words
-        splits = not quoted and (not val.exact or re.search(r"[ \t\n*?\[]", val.text) is not None)
+        # unquoted, a constant with blanks or glob characters becomes several words, and an empty
+        # one none at all (`v=''; docker inspect $v web` runs `docker inspect web`: found by the
+        # differential check, issue 27)
+        splits = not quoted and (not val.exact or val.text == ""
+                                 or re.search(r"[ \t\n*?\[]", val.text) is not None)
         return Val(val.parts, split=val.split or splits)
 
     def constant(self, name: str, use: Node) -> Val | None:

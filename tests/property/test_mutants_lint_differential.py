@@ -175,7 +175,8 @@ SCOPING_VALUES = ("-l", "-D", "ps", "-a", "''", "'-l info'", "web", "$'-l\\n'", 
 # `docker $v ps images`: with v=-l the lint reads `-l ps` then `images`; bash, with v empty,
 # runs `docker ps images`: any such difference is a failure
 SCOPING_USES = ("docker $v ps images", "docker $v ps -a", "docker ps $v -a", 'docker inspect "$v"',
-                "docker ${v:-ps} -a", "bash -c 'docker $v ps images'", "eval 'docker $v ps images'")
+                "docker ${v:-ps} -a", "bash -c 'docker $v ps images'", "eval 'docker $v ps images'",
+                "docker inspect $v web")
 SCOPING_PLACES = ("plain", "background", "pipeline", "subshell", "group", "local", "local-value",
                   "function", "function-background", "sh-c")
 
