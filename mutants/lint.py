@@ -173,19 +173,31 @@ def ansi_c_decode(body: str) -> str:
             i += 2
         elif n == "x":
             m = re.match(r"[0-9a-fA-F]{1,2}", body[i + 2:])
-            out.append(chr(int(m.group(), 16)) if m else "\\x")
+            out.append(_byte(int(m.group(), 16)) if m else "\\x")
             i += 2 + (len(m.group()) if m else 0)
         elif n in "uUc":
             raise Unsupported(f"the escape \\{n} in $'...'")
         elif n in "01234567":
             m = re.match(r"[0-7]{1,3}", body[i + 1:])
             assert m is not None
-            out.append(chr(int(m.group(), 8)))
+            out.append(_byte(int(m.group(), 8)))
             i += 1 + len(m.group())
         else:
             out.append("\\" + n)
             i += 2
     return "".join(out)
+
+
+def _byte(value: int) -> str:
+    """The character an ``\\xHH``/``\\NNN`` escape of ``$'...'`` makes, when the lint models it.
+
+    Not NUL: bash's strings end at a NUL (``$'a\\0b'`` is ``a``); not 0x80 and up: bash makes one
+    raw byte of it (``\\777`` and ``\\400`` wrap modulo 256), not the code point. Both were found
+    by the differential check (issue 27).
+    """
+    if value == 0 or value >= 0x80:
+        raise Unsupported(f"the escape for byte {value:#x} in $'...' (only 0x01-0x7f)")
+    return chr(value)
 
 
 def printf_format(fmt: str, escapes: dict[str, str] | None = None) -> list[str | None]:
@@ -437,6 +449,11 @@ class Linter:
             self.reject(Rejected("parse-error", f"cannot parse near {snippet(bad)!r}", bad), bad)
             return
         self.source = source
+        hazard = unquoted_hazard(root, source)
+        if hazard is not None:
+            row, col, why = hazard
+            self.report("unsupported", why, (row, col))
+            return
         if self.dialect == "dash":
             for node in walk(root):
                 why = dash_refusal(node)
@@ -1817,6 +1834,50 @@ class Linter:
             raise Rejected("link-not-allowed", f"ln -s {target.shown} {link.shown}", node)
         self.files[normalize_rel(link.text)] = None
         self.record_write(normalize_rel(link.text), None)
+
+
+# ---- bytes outside quotes that tree-sitter-bash and bash read differently ------------------------
+
+# Nodes whose bytes are quoted (or not code): a CR or a backslash-newline inside them is the
+# string's business (``Linter.dquoted``, ``ansi_c_decode``), never a word boundary.
+QUOTED_NODES = frozenset({"string", "raw_string", "ansi_c_string", "translated_string", "heredoc_body",
+                          "comment"})
+
+
+def unquoted_hazard(root: Node, source: bytes) -> tuple[int, int, str] | None:
+    """(row, column, why) of the first byte outside quotes that the parser and bash disagree on.
+
+    tree-sitter-bash takes CR, form feed and vertical tab for blanks, where bash (whose blanks
+    are space and tab) keeps them in the word (`docker inspect web<CR>` passes `web\\r`); and it
+    takes a backslash-newline for a blank, where bash removes it and joins what is around it
+    (`docker insp\\<newline>ect` runs `docker inspect`). Both found by the differential check.
+    """
+    spans: list[tuple[int, int]] = []
+    for node in walk(root):
+        if node.type in QUOTED_NODES:
+            spans.append((node.start_byte, node.end_byte))
+
+    def quoted(pos: int) -> bool:
+        return any(start <= pos < end for start, end in spans)
+
+    def where(pos: int) -> tuple[int, int]:
+        line_start = source.rfind(b"\n", 0, pos) + 1
+        return source.count(b"\n", 0, pos), pos - line_start
+
+    for m in re.finditer(rb"[\r\f\v]", source):
+        if not quoted(m.start()):
+            return (*where(m.start()), f"a {m.group()!r} outside quotes (bash keeps it in the word, the "
+                    "parser takes it for a blank): quote it")
+    for m in re.finditer(rb"(\\+)\n", source):
+        slash = m.end() - 2
+        if len(m.group(1)) % 2 == 0 or quoted(slash):
+            continue  # an escaped backslash, then a real newline; or inside a string
+        before = source[slash - 1:slash] if slash else b"\n"
+        after = source[m.end():m.end() + 1] or b"\n"
+        if before not in (b" ", b"\t", b"\n") and after not in (b" ", b"\t", b"\n"):
+            return (*where(slash), "a backslash-newline inside a word (bash joins the two halves, the "
+                    "parser reads two words)")
+    return None
 
 
 # ---- sh -c text: what dash reads differently ----------------------------------------------------

@@ -39,7 +39,8 @@ NAMES = ("a", "b", "opt")
 PIECES = ("ps", "rm", "-f", "-a", "-l", "inspect", "web", " ", "\n", "\r", "\t", "\\", '"', "'", "$",
           "#", "db", "docker ", ";", "x")
 CONSTANT_WORDS = ("ps", "rm", "inspect", "images", "-a", "-l", "-q", "-f", "--filter", "label=x", "web",
-                  "db", "''", '""', "-la", "--format", "{{.ID}}", "info")
+                  "db", "''", '""', "-la", "--format", "{{.ID}}", "info", "insp\\\nect", "web\r", "$'a\\0b'",
+                  "$'\\777'")
 
 
 def single(text: str) -> str:
@@ -253,6 +254,32 @@ def test_every_assignment_place_against_bash(capsys):
     with capsys.disabled():
         print(f"\nscoping grid: {tried} programs, {accepted} accepted and run by bash")
     assert accepted >= 20, f"only {accepted} of {tried} grid programs accepted: the grid compares nothing"
+
+
+# Words where the parser, the lint and bash could part: escapes of every kind, line ends inside
+# and outside quotes, empty values, NUL and bytes >= 0x80 from $'...' (each found a difference).
+TRICKY_WORDS = ("insp\\\nect", "web\r", "'we\rb'", '"we\rb"', "$'a\\0b'", "$'\\777'", "$'\\xff'", "$'\\x41'",
+                "$'a\\\nb'", '"a\\\nb"', "a\\ b", "\\w\\e\\b", "''", '""', "$'\\e'", "'a'\"b\"$'c'",
+                "w\\\\\neb", "$'\\u0041'", '"\\$x"', "'\\'", "we\fb", "$'\\101'")
+WORD_PLACES = ("docker inspect {w} web", "docker {w} ps", "docker ps --filter {w}", "docker inspect web {w}")
+
+
+def test_every_tricky_word_against_bash_and_dash(capsys):
+    tried = accepted = 0
+    failures = []
+    for word in TRICKY_WORDS:
+        for place in WORD_PLACES:
+            for wrap in ("none", "bash-single", "sh-single", "bash-double"):
+                text = SHELL_WRAPS[wrap](place.replace("{w}", word)) + "\n"
+                ok, problems = differences(text)
+                tried, accepted = tried + 1, accepted + ok
+                if problems:
+                    failures.append("program:\n" + text + "\n".join(problems))
+    shown = "\n\n".join(failures[:5])
+    assert not failures, f"{len(failures)} of {accepted} accepted programs differ:\n{shown}"
+    with capsys.disabled():
+        print(f"\ntricky word grid: {tried} programs, {accepted} accepted and run")
+    assert accepted >= 20, f"only {accepted} of {tried} programs accepted: the grid compares nothing"
 
 
 def test_every_raw_request_form_against_bash_and_dash(capsys):
