@@ -157,3 +157,35 @@ def test_the_helper_sends_one_request_for_a_plain_route(tmp_path):
 def test_the_helper_refuses_malformed_arguments(args):
     done = run_helper(*args)
     assert done.returncode == 2, done.stdout + done.stderr
+
+
+DOCKERPY = REPO / "mutants" / "helpers" / "dockerpy_route.py"
+
+
+@pytest.mark.parametrize("args, accepted", [("route-1", True), ("$'a\\r\\nb'", False), ("a b", False),
+                                            ('"$HOME"', False), ("", False)])
+def test_lint_checks_the_docker_py_helpers_argument(args, accepted):
+    text = ("dockerpy_route() {\n  python3 -I - \"$@\" <<'NO_DOCKER_HELPER'\n" + DOCKERPY.read_text()
+            + "NO_DOCKER_HELPER\n}\n" + f"dockerpy_route {args}\n")
+    findings = lint_source(text, "dockerpy.sh", HASHES)
+    assert (findings == []) is accepted, [str(f) for f in findings]
+
+
+# sh -c text is dash's: the subset there is smaller (docs/mutants.md, "sh -c is dash")
+@pytest.mark.parametrize("text, accepted", [
+    ("sh -c 'docker ps --filter label=x'", True),
+    ("sh -c 'out=`docker ps`'", True),
+    ("sh -c 'printf \"%s\\n\" x'", True),
+    ("sh -c 'printf '\\''%s\\\"'\\'' x'", False),   # dash's printf keeps the backslash of \"
+    ("sh -c 'echo a\\\\0101'", False),              # dash's echo decodes \0NNN
+    ("sh -c \"docker ps \\$'-a'\"", False),          # $'...' is bash's
+    ("sh -c '[[ -e x ]] && docker ps'", False),
+    ("sh -c 'docker ps &>/dev/null'", False),       # & then > in dash
+    ("sh -c 'docker ps 2>&1'", True),
+    ("dash -c 'echo a\\\\nb'", False),
+    ("zsh -c 'docker ps'", False), ("ksh -c 'docker ps'", False),
+    ("bash -c 'echo a\\\\0101'", True),             # bash's echo prints it as it is
+])
+def test_sh_c_text_is_linted_as_dash(text, accepted):
+    findings = lint_source(text + "\n", "sh.sh", HASHES)
+    assert (findings == []) is accepted, [str(f) for f in findings]
