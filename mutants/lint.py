@@ -1180,6 +1180,7 @@ class Linter:
         if content is None or not request_ok(content):
             raise Rejected("network-input-unprovable",
                            "only printf of a constant GET/HEAD may write to a socket", node)
+        self.shared.raw_sends.append(("/dev/tcp", (), content))
 
     def check_write(self, dest: Val, op: str, argv: list[Val], node: Node) -> None:
         if dest.exact and dest.text in R.HARMLESS_WRITE_TARGETS:

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,6 +99,53 @@ def run_recorded(text: bytes, base: Path, timeout: float = 10.0) -> Ran:
         else:
             ran.helpers.append(words[words.index("-") + 1:] if "-" in words else words)
     return ran
+
+
+class TcpRecorder:
+    """A loopback listener that records every byte of every connection (bash's own /dev/tcp
+    writes have no stub to record them): ``with TcpRecorder() as rec: ... rec.port ... rec.got``."""
+
+    def __init__(self) -> None:
+        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(8)
+        self.server.settimeout(0.2)
+        self.port = self.server.getsockname()[1]
+        self.got: list[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                data = b""
+                try:
+                    while chunk := conn.recv(65536):
+                        data += chunk
+                except OSError:
+                    pass
+                self.got.append(data)
+
+    def wait_for(self, count: int, timeout: float) -> list[bytes]:
+        """The connections recorded so far, once there are ``count`` (or ``timeout`` passed)."""
+        deadline = time.monotonic() + timeout
+        while len(self.got) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return list(self.got)
+
+    def __enter__(self) -> TcpRecorder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.server.close()
 
 
 def pattern(vals: tuple[Val, ...]) -> re.Pattern[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
-from mutants_recording import compare, run_recorded
+from mutants_recording import TcpRecorder, compare, run_recorded
 from no_docker.mutants import pins
 from no_docker.mutants.lint import lint_model
 
@@ -280,6 +280,38 @@ def test_every_tricky_word_against_bash_and_dash(capsys):
     with capsys.disabled():
         print(f"\ntricky word grid: {tried} programs, {accepted} accepted and run")
     assert accepted >= 20, f"only {accepted} of {tried} programs accepted: the grid compares nothing"
+
+
+def test_every_request_bash_writes_to_dev_tcp_is_the_one_predicted(capsys):
+    """bash's own `printf ... > /dev/tcp/127.0.0.1/PORT`: a real loopback listener records the
+    bytes (no stub can stand for a device bash opens itself)."""
+    tried = accepted = 0
+    failures = []
+    with TcpRecorder() as rec:
+        for request in REQUESTS:
+            for how in ("printf-escapes", "printf-literal"):
+                for wrap in ("none", "bash-single", "bash-double", "eval"):
+                    text = raw_program(request, how).replace("| nc -U /run/docker.sock",
+                                                             f"> /dev/tcp/127.0.0.1/{rec.port}")
+                    text = SHELL_WRAPS[wrap](text) + "\n"
+                    findings, model = lint_model(text, "generated.sh", HASHES)
+                    tried += 1
+                    if findings:
+                        continue
+                    accepted += 1
+                    before = len(rec.got)
+                    with tempfile.TemporaryDirectory(prefix="no-docker-dev-tcp-") as tmp:
+                        ran = run_recorded(text.encode(), Path(tmp))
+                    got = rec.wait_for(before + 1, timeout=5)[before:]
+                    ran.raw += [("/dev/tcp", [], data) for data in got]
+                    problems = compare(model, ran) + ([] if got else ["nothing reached the listener"])
+                    if problems:
+                        failures.append("program:\n" + text + "\n".join(problems))
+    shown = "\n\n".join(failures[:5])
+    assert not failures, f"{len(failures)} of {accepted} accepted programs differ:\n{shown}"
+    with capsys.disabled():
+        print(f"\n/dev/tcp grid: {tried} programs, {accepted} accepted and run")
+    assert accepted >= 5, f"only {accepted} of {tried} programs accepted: the grid compares nothing"
 
 
 def test_every_raw_request_form_against_bash_and_dash(capsys):
