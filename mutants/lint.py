@@ -382,6 +382,7 @@ class Shared:
     # bash and dash do): every engine command line, every constant a raw client sends, every
     # pinned helper's arguments, as the lint evaluated them (opaque parts stand for any text).
     engine_calls: list[tuple[Val, ...]] = field(default_factory=list)
+    engine_envs: list[dict[str, Val]] = field(default_factory=list)  # what each call's prefix set
     raw_sends: list[tuple[str, tuple[Val, ...], str]] = field(default_factory=list)  # tool, args, bytes
     helper_calls: list[tuple[str, tuple[Val, ...]]] = field(default_factory=list)  # helper kind, args
 
@@ -1243,6 +1244,7 @@ class Linter:
             return self.xargs(args, env, node, open_tail, stdin)
         if name in R.ENGINES:
             self.shared.engine_calls.append(tuple(argv))
+            self.shared.engine_envs.append(dict(env))
             return self.engine(name, args, env, node, open_tail)
         if name == "curl":
             return self.curl(args, node, open_tail)

@@ -29,8 +29,11 @@ ENGINE_STUBS = ("docker", "podman", "nerdctl", "kubectl")
 RAW_STUBS = ("nc", "socat")
 # argv NUL-separated into its own file (the order of the records does not matter: compared as sets)
 _RECORD_ARGV = 'f=$(mktemp "$NO_DOCKER_REC/{name}.XXXXXX")\nprintf \'%s\\0\' "$@" > "$f"\n'
+# the engine variables a command prefix may set (lint_rules.PREFIX_VARIABLES), as NAME=VALUE\0
+_RECORD_ENV = ('for v in DOCKER_HOST CONTAINER_HOST DOCKER_CONFIG DOCKER_CONTEXT; do\n'
+               '  [ "${!v+set}" ] && printf \'%s=%s\\0\' "$v" "${!v}"\ndone > "$f.env"\n')
 STUB = {
-    "engine": "#!/bin/bash\n" + _RECORD_ARGV + "exit 0\n",
+    "engine": "#!/bin/bash\n" + _RECORD_ARGV + _RECORD_ENV + "exit 0\n",
     "raw": "#!/bin/bash\n" + _RECORD_ARGV + 'cat > "$f.stdin"\nexit 0\n',
     # python3 -I -S - ARGS <<'HELPER': the helper's arguments are what follows "-"
     "python": "#!/bin/bash\n" + _RECORD_ARGV + 'cat > /dev/null\nexit 0\n',
@@ -42,6 +45,7 @@ class Ran:
     """What the stubs recorded."""
 
     engine: list[list[str]] = field(default_factory=list)
+    engine_env: list[dict[str, str]] = field(default_factory=list)  # the engine variables each got
     raw: list[tuple[str, list[str], bytes]] = field(default_factory=list)
     helpers: list[list[str]] = field(default_factory=list)
     status: int | None = None
@@ -86,13 +90,16 @@ def run_recorded(text: bytes, base: Path, timeout: float = 10.0) -> Ran:
         proc.wait()
     ran = Ran(status=status)
     for f in sorted(rec.iterdir()):
-        if f.name.endswith(".stdin"):
+        if f.name.endswith((".stdin", ".env")):
             continue
         argv = f.read_bytes().split(b"\0")[:-1]
         words = [w.decode("utf-8", "surrogateescape") for w in argv]
         tool = f.name.split(".")[0]
         if tool in ENGINE_STUBS:
             ran.engine.append([tool, *words])
+            env_file = Path(f"{f}.env")
+            pairs = env_file.read_bytes().split(b"\0")[:-1] if env_file.exists() else []
+            ran.engine_env.append(dict(p.decode("utf-8", "surrogateescape").split("=", 1) for p in pairs))
         elif tool in RAW_STUBS:
             stdin = Path(f"{f}.stdin")
             ran.raw.append((tool, words, stdin.read_bytes() if stdin.exists() else b""))
@@ -162,15 +169,22 @@ def matches(vals: tuple[Val, ...], argv: list[str]) -> bool:
     return len(vals) == len(argv) and pattern(vals).fullmatch("\0".join(argv)) is not None
 
 
+def env_matches(predicted: dict[str, Val], got: dict[str, str]) -> bool:
+    return set(predicted) == set(got) and all(matches((predicted[k],), [got[k]]) for k in got)
+
+
 def compare(model: Shared, ran: Ran) -> list[str]:
     """What ran that the lint did not predict, one line each ([] when it predicted everything)."""
     problems = []
-    for argv in ran.engine:
-        # a stub is found by name on PATH: the prediction's argv[0] may be /usr/bin/docker
-        if not any(matches((Val((Path(p[0].text).name,)),) + p[1:], argv)
-                   for p in model.engine_calls if p and p[0].exact):
-            problems.append(f"engine command not predicted: {argv!r}; predicted "
-                            f"{[[v.shown for v in p] for p in model.engine_calls]!r}")
+    for argv, env in zip(ran.engine, ran.engine_env, strict=True):
+        # a stub is found by name on PATH: the prediction's argv[0] may be /usr/bin/docker. The
+        # run's environment has none of the engine variables: each one the engine got must be
+        # one the prediction's command prefix set, with the predicted value.
+        predicted = list(zip(model.engine_calls, model.engine_envs, strict=True))
+        if not any(matches((Val((Path(p[0].text).name,)),) + p[1:], argv) and env_matches(penv, env)
+                   for p, penv in predicted if p and p[0].exact):
+            shown = [([v.shown for v in p], {k: v.shown for k, v in e.items()}) for p, e in predicted]
+            problems.append(f"engine command not predicted: {argv!r} with {env!r}; predicted {shown!r}")
     for tool, argv, data in ran.raw:
         if not any(name == tool and matches(args, argv) and data == sent.encode("utf-8", "surrogateescape")
                    for name, args, sent in model.raw_sends):
