@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 RAWSOCK = (REPO / "mutants" / "helpers" / "rawsock.py").read_text()
 HASHES = pins.helper_hashes()
 SLOW = os.environ.get("NO_DOCKER_SLOW") == "1"
-DIFFERENTIAL_EXAMPLES = 300
+DIFFERENTIAL_EXAMPLES = 150
 SLOW_EXAMPLES = 3000
 
 NAMES = ("a", "b", "opt")
