@@ -1890,7 +1890,8 @@ def unquoted_hazard(root: Node, source: bytes) -> tuple[int, int, str] | None:
 # dash; `&>` is `&` then `>`; `[[`, `|&`, `<<<`, `${x/a/b}`, `${x:N}` are bash's; dash does no
 # brace expansion and has no /dev/tcp; a backslash inside backticks is not modelled for dash.
 DASH_NODES = {"ansi_c_string": "$'...'", "test_command": "[[ ]] (and every test but [ ]/test)",
-              "herestring_redirect": "<<<", "command_substitution": None, "brace_expression": "{a,b}"}
+              "herestring_redirect": "<<<", "command_substitution": None, "brace_expression": "{a,b}",
+              "process_substitution": "<(...)"}
 
 
 def dash_refusal(node: Node) -> str | None:

@@ -184,6 +184,7 @@ def test_lint_checks_the_docker_py_helpers_argument(args, accepted):
     ("sh -c 'docker ps 2>&1'", True),
     ("dash -c 'echo a\\\\nb'", False),
     ("zsh -c 'docker ps'", False), ("ksh -c 'docker ps'", False),
+    ("sh -c 'cat <(docker ps)'", False),
     ("bash -c 'echo a\\\\0101'", True),             # bash's echo prints it as it is
 ])
 def test_sh_c_text_is_linted_as_dash(text, accepted):
