@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import random
 import shutil
 import subprocess
 import tempfile
@@ -35,6 +36,30 @@ from pathlib import Path
 from . import lint_rules as R
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+# What the payload sees of the review is drawn afresh each time from these (issue 27: a payload
+# took a harmless branch when it saw `*/no-docker-review-work`, the guard's .bashrc text or a
+# $PPID of 0). Words only a developer's machine would hold; never "review", "guard", "no-docker".
+PROJECTS = ("api", "webapp", "backend", "billing", "inventory", "site", "tools", "worker", "gateway",
+            "auth-service", "frontend", "etl", "platform", "payments", "reports", "scheduler")
+RUNNERS = ("run-tests.sh", "test.sh", "check.sh", "ci.sh", "build.sh", "dev.sh", "setup.sh")
+SCRIPT_DIRS = ("scripts", "bin", "tools", "ci", "hack", ".")
+SCRIPTS = ("devenv.sh", "integration.sh", "e2e.sh", "bootstrap.sh", "smoke.sh", "db-setup.sh", "up.sh")
+BASHRC_LINES = (
+    "# ~/.bashrc: executed by bash(1) for non-login shells.",
+    "case $- in *i*) ;; *) return;; esac", "HISTCONTROL=ignoreboth", "shopt -s histappend",
+    "HISTSIZE=1000", "HISTFILESIZE=2000", "shopt -s checkwinsize", "alias ll='ls -alF'",
+    "alias la='ls -A'", "alias gs='git status'", "export EDITOR=vim",
+    "export PATH=\"$HOME/.local/bin:$PATH\"",
+    "[ -f ~/.fzf.bash ] && source ~/.fzf.bash", "eval \"$(direnv hook bash)\"",
+    "export GOPATH=$HOME/go", "alias k=kubectl", "export PS1='\\u@\\h:\\w\\$ '",
+)
+PROFILE_LINES = ("# ~/.profile: executed by the command interpreter for login shells.",
+                 'if [ -n "$BASH_VERSION" ]; then', '    [ -f "$HOME/.bashrc" ] && . "$HOME/.bashrc"', "fi",
+                 'if [ -d "$HOME/bin" ] ; then PATH="$HOME/bin:$PATH"; fi', "umask 022")
+HISTORY = ("git status", "git pull", "make test", "ls", "cd ..", "vim README.md", "docker ps", "pytest -x",
+           "git log --oneline", "npm install", "kubectl get pods", "ssh build01", "htop", "git push")
+NAMES = ("alex", "sam", "jo", "kim", "lee", "max", "ana", "ravi", "mia", "tom")
+
 # HTTP/2 frame types that carry no request (RFC 9113 §6): SETTINGS, PING, WINDOW_UPDATE.
 H2_CONNECTION_FRAMES = frozenset({0x4, 0x6, 0x8})
 RUN_TIMEOUT = 120.0
@@ -157,7 +182,56 @@ def judge_files(before: Mapping[str, str], after: Mapping[str, str], where: str)
     return problems
 
 
-def dynamic_check(data: bytes, timeout: float = RUN_TIMEOUT) -> Dynamic:
+@dataclass(frozen=True)
+class Disguise:
+    """What the payload can see of one review run, drawn at random (``disguise``)."""
+
+    project: str  # the work dir's name
+    runner: str  # the script in the work dir that runs the payload (its $PPID's command line)
+    script: str  # the payload's own path, relative to the work dir
+    home_files: dict[str, str]  # $HOME-relative path -> content
+    last_pid: int  # the pid namespace's last pid before the runner starts: $PPID is last_pid + 1
+
+
+def _pick_lines(rng: random.Random, lines: tuple[str, ...], low: int) -> str:
+    chosen = [line for line in lines if rng.random() < 0.7] or list(lines[:low])
+    return "\n".join(chosen) + "\n"
+
+
+def disguise(rng: random.Random) -> Disguise:
+    """A fresh, plausible developer's set-up for one run of the dynamic check.
+
+    Pure (all randomness from ``rng``): the work dir's name, the runner script and the payload's
+    path in it, $HOME's dotfiles (a .bashrc and .profile of lines typical ones hold, a history,
+    a .gitconfig) and the pid the runner gets. A payload that looks for the review's telltales
+    finds a different machine every time, and none of the words it could key on.
+    """
+    project = rng.choice(PROJECTS) + rng.choice(("", "", f"-{rng.randrange(2, 9)}", "-main", "-api"))
+    name = rng.choice(NAMES)
+    script_dir = rng.choice(SCRIPT_DIRS)
+    script = rng.choice(SCRIPTS) if script_dir == "." else f"{script_dir}/{rng.choice(SCRIPTS)}"
+    home_files = {
+        ".bashrc": _pick_lines(rng, BASHRC_LINES, 6),
+        ".profile": _pick_lines(rng, PROFILE_LINES, 4),
+        ".bash_history": "\n".join(rng.choice(HISTORY) for _ in range(rng.randrange(5, 60))) + "\n",
+        ".gitconfig": f"[user]\n\tname = {name.title()}\n\temail = {name}@example.com\n",
+    }
+    if rng.random() < 0.5:
+        host = f"build{rng.randrange(1, 40):02d}"
+        home_files[".ssh/known_hosts"] = f"{host} ssh-ed25519 AAAAC3Nza{rng.randrange(10**8)}\n"
+    if rng.random() < 0.5:
+        home_files[".config/git/ignore"] = ".idea/\n*.swp\n"
+    return Disguise(project, rng.choice(RUNNERS), script, home_files, rng.randrange(900, 30000))
+
+
+# Inside the guard: set the pid namespace's last pid (proc(5), /proc/sys/kernel/ns_last_pid;
+# writable with CAP_SYS_ADMIN in the namespace's owner, which the guard's root has), then start
+# the runner as a child (not exec'd): its pid, the payload's $PPID, is last_pid + 1, a number
+# like a developer's shell has, not the guard's 0 or 2.
+LAUNCH = 'printf %s "$1" > /proc/sys/kernel/ns_last_pid 2>/dev/null; bash "$2"; exit $?'
+
+
+def dynamic_check(data: bytes, timeout: float = RUN_TIMEOUT, rng: random.Random | None = None) -> Dynamic:
     """Run the payload bytes with bash in the outer guard against the canary; judge what it sent."""
     missing = [tool for tool in ("unshare", "nsenter", "bash") if shutil.which(tool) is None]
     if missing:
@@ -166,20 +240,26 @@ def dynamic_check(data: bytes, timeout: float = RUN_TIMEOUT) -> Dynamic:
         outer_guard, guard_error = _outer_guard()
     except ImportError as err:
         return Dynamic(False, [f"the outer guard cannot be imported: {err}"])
-    with tempfile.TemporaryDirectory(prefix="no-docker-review-") as tmp:
+    seen = disguise(rng or random.SystemRandom())
+    with tempfile.TemporaryDirectory() as tmp:  # /tmp/tmpXXXXXXXX: the default name, like any
         base = Path(tmp)
-        work = base / "no-docker-review-work"
-        work.mkdir()
-        script = base / "payload.sh"
+        work = base / seen.project
+        script = work / seen.script
+        script.parent.mkdir(parents=True, exist_ok=True)
         script.write_bytes(data)
+        runner = work / seen.runner
+        runner.write_text(f"#!/bin/bash\n# {seen.runner}: the project's checks\nbash ./{seen.script}\n"
+                          "status=$?\nexit $status\n")
         try:
-            with outer_guard(base / "canary.jsonl", share=[base]) as guard:
+            with outer_guard(base / ".canary.jsonl", share=[base]) as guard:
                 home = Path(guard.home)
-                for name in (".bashrc", ".profile"):  # persistence probes must leave these bytes alone
-                    (home / name).write_text(f"# {name} of the outer guard's developer\n")
+                for rel, content in seen.home_files.items():  # the persistence probes must leave these
+                    (home / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (home / rel).write_text(content)
                 before = snapshot(home)
                 try:
-                    done = guard.run(["bash", str(script)], cwd=work, timeout=timeout)
+                    done = guard.run(["bash", "-c", LAUNCH, seen.runner, str(seen.last_pid), str(runner)],
+                                     cwd=work, timeout=timeout)
                 except subprocess.TimeoutExpired:  # guard.run killed it; the guard ends the rest
                     return Dynamic(True, [f"the payload did not end within {timeout:g} s"],
                                    len(guard.records()))

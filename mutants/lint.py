@@ -173,14 +173,14 @@ def ansi_c_decode(body: str) -> str:
             i += 2
         elif n == "x":
             m = re.match(r"[0-9a-fA-F]{1,2}", body[i + 2:])
-            out.append(chr(int(m.group(), 16)) if m else "\\x")
+            out.append(_byte(int(m.group(), 16)) if m else "\\x")
             i += 2 + (len(m.group()) if m else 0)
         elif n in "uUc":
             raise Unsupported(f"the escape \\{n} in $'...'")
         elif n in "01234567":
             m = re.match(r"[0-7]{1,3}", body[i + 1:])
             assert m is not None
-            out.append(chr(int(m.group(), 8)))
+            out.append(_byte(int(m.group(), 8)))
             i += 1 + len(m.group())
         else:
             out.append("\\" + n)
@@ -188,12 +188,25 @@ def ansi_c_decode(body: str) -> str:
     return "".join(out)
 
 
-def printf_format(fmt: str) -> list[str | None]:
+def _byte(value: int) -> str:
+    """The character an ``\\xHH``/``\\NNN`` escape of ``$'...'`` makes, when the lint models it.
+
+    Not NUL: bash's strings end at a NUL (``$'a\\0b'`` is ``a``); not 0x80 and up: bash makes one
+    raw byte of it (``\\777`` and ``\\400`` wrap modulo 256), not the code point. Both were found
+    by the differential check (issue 27).
+    """
+    if value == 0 or value >= 0x80:
+        raise Unsupported(f"the escape for byte {value:#x} in $'...' (only 0x01-0x7f)")
+    return chr(value)
+
+
+def printf_format(fmt: str, escapes: dict[str, str] | None = None) -> list[str | None]:
     """The pieces of a printf FORMAT: literal text, None for each %s; Unsupported otherwise.
 
     Only %s, %% and the escapes of ``PRINTF_ESCAPES`` are modelled: with any other (\\u000d,
     \\x0a, \\015, %b, %d...) printf writes bytes the lint did not compute.
     """
+    escapes = R.PRINTF_ESCAPES if escapes is None else escapes
     pieces: list[str | None] = []
     i = 0
     while i < len(fmt):
@@ -206,9 +219,9 @@ def printf_format(fmt: str) -> list[str | None]:
             i += 2
         elif c == "\\":
             escape = fmt[i + 1:i + 2]
-            if escape not in R.PRINTF_ESCAPES:
-                raise Unsupported(f"printf escape \\{escape} (only {' '.join(R.PRINTF_ESCAPES)})")
-            pieces.append(R.PRINTF_ESCAPES[escape])
+            if escape not in escapes:
+                raise Unsupported(f"printf escape \\{escape} (only {' '.join(escapes)})")
+            pieces.append(escapes[escape])
             i += 2
         else:
             pieces.append(c)
@@ -216,12 +229,12 @@ def printf_format(fmt: str) -> list[str | None]:
     return pieces
 
 
-def printf_output(args: list[Val]) -> str | None:
+def printf_output(args: list[Val], escapes: dict[str, str] | None = None) -> str | None:
     """What ``printf FORMAT ARG...`` prints, for constant arguments; else None."""
     if not args or not all(a.exact for a in args) or args[0].text.startswith("-"):
         return None
     try:
-        pieces = printf_format(args[0].text)
+        pieces = printf_format(args[0].text, escapes)
     except Unsupported:
         return None
     rest = [a.text for a in args[1:]]
@@ -365,6 +378,13 @@ class Shared:
     # linted, against every write to that path (a later write in a loop or a function called
     # later would change the file after the lint read it).
     startup_uses: list[tuple[str, tuple[int, int], str]] = field(default_factory=list)
+    # The lint's prediction of what runs (issue 27's differential check compares it with what
+    # bash and dash do): every engine command line, every constant a raw client sends, every
+    # pinned helper's arguments, as the lint evaluated them (opaque parts stand for any text).
+    engine_calls: list[tuple[Val, ...]] = field(default_factory=list)
+    engine_envs: list[dict[str, Val]] = field(default_factory=list)  # what each call's prefix set
+    raw_sends: list[tuple[str, tuple[Val, ...], str]] = field(default_factory=list)  # tool, args, bytes
+    helper_calls: list[tuple[str, tuple[Val, ...]]] = field(default_factory=list)  # helper kind, args
 
 
 @dataclass
@@ -382,7 +402,7 @@ class Linter:
 
     def __init__(self, path: str, helper_hashes: frozenset[str], shared: Shared,
                  findings: list[Finding], anchor: tuple[Node, str] | None = None, depth: int = 0,
-                 shares_shell: bool = False) -> None:
+                 shares_shell: bool = False, dialect: str = "bash") -> None:
         self.path = path
         self.helper_hashes = helper_hashes
         self.shared = shared
@@ -395,6 +415,13 @@ class Linter:
         self.heredocs: dict[int, tuple[str, bool]] = {}  # heredoc_redirect id -> (body, ok)
         self.anchor = anchor  # (outer node, label) for nested programs
         self.depth = depth
+        # "bash", or "dash" for `sh -c` text: /bin/sh is dash here (Debian), and the subset of
+        # a dash text is smaller (``DASH_REFUSED``, ``echo``/``printf`` escapes), issue 27 #5.
+        self.dialect = dialect
+        self.printf_escapes = R.PRINTF_ESCAPES if dialect == "bash" else R.DASH_PRINTF_ESCAPES
+        self.functions_entered: list[str] = []  # names of the function bodies being linted
+        # function name -> the pinned helper it runs with "$@" (its calls' arguments are checked)
+        self.helper_functions: dict[str, str | None] = {}
         self.scope = Scope()
         self.seen: set[int] = set()
 
@@ -423,6 +450,18 @@ class Linter:
             self.reject(Rejected("parse-error", f"cannot parse near {snippet(bad)!r}", bad), bad)
             return
         self.source = source
+        hazard = unquoted_hazard(root, source)
+        if hazard is not None:
+            row, col, why = hazard
+            self.report("unsupported", why, (row, col))
+            return
+        if self.dialect == "dash":
+            for node in walk(root):
+                why = dash_refusal(node)
+                if why is not None:
+                    self.reject(Rejected("unsupported", f"sh -c text: {why} (dash and bash differ; "
+                                         "docs/mutants.md)", node), node)
+                    return
         for node in walk(root):
             if node.type == "heredoc_redirect":
                 try:
@@ -462,7 +501,18 @@ class Linter:
                 self.scope.assignments.setdefault(name, []).extend([node, node])
         for node in walk(root):
             if node.type == "variable_assignment" and node.parent is not None and node.parent.type in BLOCKS:
-                self.scope.blocks[node.id] = node.parent
+                # `opt=-l &` runs in a background subshell: the caller's opt never changes
+                # (bash(1), Lists: "executed asynchronously in a subshell"), issue 27 #1.
+                after = node.next_sibling
+                if after is None or after.type != "&":
+                    self.scope.blocks[node.id] = node.parent
+            if node.type == "declaration_command":
+                # `local opt` without a value hides the caller's opt from every function it calls
+                # (dynamic scoping, bash(1) FUNCTIONS), issue 27 #2: a name ever declared
+                # local is never a constant, wherever it is used.
+                for c in node.named_children:
+                    if c.type == "variable_name":
+                        self.scope.assignments.setdefault(text_of(c), []).extend([node, node])
             if node.type == "command" and text_of(node).startswith("eval"):
                 # Names an eval'd text mentions may be assigned when it runs: never constant.
                 for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text_of(node)):
@@ -530,8 +580,13 @@ class Linter:
                 raise Rejected("unsupported", "a redirection on a function definition (it applies at "
                                "every call)", redirect)
             body = node.child_by_field_name("body")
+            name_node = node.child_by_field_name("name")
             if body is not None:
-                self.statement(body, Stdin())
+                self.functions_entered.append(text_of(name_node) if name_node is not None else "")
+                try:
+                    self.statement(body, Stdin())
+                finally:
+                    self.functions_entered.pop()
         elif t in ("variable_assignment", "variable_assignments"):
             if self.shares_shell:
                 raise Rejected("unsupported", "an assignment in eval text", node)
@@ -616,9 +671,10 @@ class Linter:
         if not argv or not argv[0].exact:
             return Stdin()
         if argv[0].text == "printf":
-            out = printf_output(argv[1:])
+            out = printf_output(argv[1:], self.printf_escapes)
             return Stdin("content", out) if out is not None else Stdin()
-        if argv[0].text == "echo" and all(a.exact and not a.text.startswith("-") for a in argv[1:]):
+        if argv[0].text == "echo" and all(a.exact and not a.text.startswith("-") for a in argv[1:]) and (
+                self.dialect == "bash" or not any("\\" in a.text for a in argv[1:])):
             return Stdin("content", " ".join(a.text for a in argv[1:]) + "\n")
         return Stdin()
 
@@ -859,24 +915,53 @@ class Linter:
             raw = raw[1:]
         elif raw.startswith("~"):
             return Val((Opaque(raw),), split=True)
-        parts.append(re.sub(r"\\(.)", r"\1", raw, flags=re.S))
+        # backslash-newline is a line continuation, removed; any other backslash quotes the next
+        # character (bash(1), QUOTING)
+        parts.append(re.sub(r"\\(.)", lambda m: "" if m.group(1) == "\n" else m.group(1), raw, flags=re.S))
         return Val(tuple(parts), split)
 
     def dquoted(self, node: Node) -> Val:
-        vals = []
+        """A double-quoted string as bash reads it.
+
+        tree-sitter-bash leaves the newlines and CRs between two ``string_content`` pieces out
+        of every child (issue 27 #3, #4: ``"# note<LF>docker rm"`` read as one comment), so the
+        literal text is taken from the source bytes between the children, and the escapes are
+        applied to each whole literal run: in double quotes a backslash quotes only the dollar,
+        the backtick, the double quote, the backslash and a newline; backslash-newline is removed
+        (bash(1), QUOTING).
+        """
+        vals: list[Val] = []
+        raw = node.text or b""
+        literal: list[bytes] = []
+        pos = None
+
+        def flush() -> None:
+            text = b"".join(literal).decode("utf-8", "surrogateescape")
+            literal.clear()
+            if not text:
+                return
+            if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", text, flags=re.S)):
+                # bash would expand this; the parser kept it as text: they disagree
+                raise Rejected("unsupported", f"{text[:40]!r}: an expansion the parser read "
+                               "as plain text", node)
+            vals.append(const(re.sub(r'\\([$`"\\\n])',
+                                     lambda m: "" if m.group(1) == "\n" else m.group(1), text)))
+
         for c in node.children:
+            start, end = c.start_byte - node.start_byte, c.end_byte - node.start_byte
+            if pos is not None and start > pos:
+                literal.append(raw[pos:start])  # what the parser left between two children
+            pos = end
             if c.type in ('"', "$\""):
                 continue
             if c.type == "string_content":
-                if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", text_of(c), flags=re.S)):
-                    # bash would expand this; the parser kept it as text: they disagree
-                    raise Rejected("unsupported", f"{text_of(c)[:40]!r}: an expansion the parser read "
-                                   "as plain text", c)
-                vals.append(const(re.sub(r'\\([$`"\\\n])', r"\1", text_of(c))))
+                literal.append(raw[start:end])
             elif c.type == "$":
-                vals.append(const("$"))
+                literal.append(b"$")
             else:
+                flush()
                 vals.append(self.value(c, quoted=True))
+        flush()
         return concat(vals) if vals else const("")
 
     def variable(self, name: str, node: Node, quoted: bool) -> Val:
@@ -885,8 +970,11 @@ class Linter:
         val = self.constant(name, node)
         if val is None:
             return Val((Opaque(name),), split=not quoted)
-        # unquoted, a constant with blanks or glob characters becomes several words
-        splits = not quoted and (not val.exact or re.search(r"[ \t\n*?\[]", val.text) is not None)
+        # unquoted, a constant with blanks or glob characters becomes several words, and an empty
+        # one none at all (`v=''; docker inspect $v web` runs `docker inspect web`: found by the
+        # differential check, issue 27)
+        splits = not quoted and (not val.exact or val.text == ""
+                                 or re.search(r"[ \t\n*?\[]", val.text) is not None)
         return Val(val.parts, split=val.split or splits)
 
     def constant(self, name: str, use: Node) -> Val | None:
@@ -1088,10 +1176,12 @@ class Linter:
 
     def check_socket_write(self, argv: list[Val], node: Node) -> None:
         """Bytes written to a socket fd: only printf of a constant read-only request."""
-        content = printf_output(argv[1:]) if argv and argv[0].exact and argv[0].text == "printf" else None
+        is_printf = bool(argv) and argv[0].exact and argv[0].text == "printf"
+        content = printf_output(argv[1:], self.printf_escapes) if is_printf else None
         if content is None or not request_ok(content):
             raise Rejected("network-input-unprovable",
                            "only printf of a constant GET/HEAD may write to a socket", node)
+        self.shared.raw_sends.append(("/dev/tcp", (), content))
 
     def check_write(self, dest: Val, op: str, argv: list[Val], node: Node) -> None:
         if dest.exact and dest.text in R.HARMLESS_WRITE_TARGETS:
@@ -1101,7 +1191,7 @@ class Linter:
         if run_dir_path(dest):
             content = None
             if argv and argv[0].exact and argv[0].text == "printf" and op in (">", ">|"):
-                content = printf_output(argv[1:])
+                content = printf_output(argv[1:], self.printf_escapes)
             key = normalize_rel(dest.text)
             self.files[key] = content if op in (">", ">|") or self.files.get(key, "") is None else None
             self.record_write(key, node)
@@ -1124,6 +1214,8 @@ class Linter:
         if functions and self.defined_function(name, node):
             if env:
                 raise Rejected("unsupported", f"{name}: a function call with environment assignments", node)
+            if name in self.helper_functions:
+                self.helper_arguments(self.helper_functions[name], argv[1:], node)
             return  # the body is linted where it is defined
         if "/" in name:
             directory, _, base = name.rpartition("/")
@@ -1151,6 +1243,8 @@ class Linter:
         if name == "xargs":
             return self.xargs(args, env, node, open_tail, stdin)
         if name in R.ENGINES:
+            self.shared.engine_calls.append(tuple(argv))
+            self.shared.engine_envs.append(dict(env))
             return self.engine(name, args, env, node, open_tail)
         if name == "curl":
             return self.curl(args, node, open_tail)
@@ -1194,6 +1288,12 @@ class Linter:
         if any(a.split for a in args) and name not in (":", "true", "false", "echo"):
             raise Rejected("unsupported", f"{name} with an argument that may split into several words",
                            node)
+        if name == "echo" and self.dialect == "dash" and any("\\" in a.text for a in args):
+            # dash's echo decodes \n, \c and \0NNN in every argument (dash(1), echo): a printable
+            # `\0015\0012` becomes CR LF, a second request on a socket
+            # (an opaque argument may hold backslashes too, but then what echo prints is unknown to
+            # the lint, `produced`, and never reaches a socket)
+            raise Rejected("unsupported", "echo with a backslash in sh -c text (dash decodes it)", node)
         if name in (":", "true", "false", "echo"):
             return  # arguments are data (their expansions are checked where they are evaluated)
         if name == "pwd":
@@ -1204,7 +1304,7 @@ class Linter:
                 raise Rejected("unsupported", "printf: the format must be a constant that is not an "
                                "option (printf -v assigns a variable)", node)
             try:
-                printf_format(args[0].text)
+                printf_format(args[0].text, self.printf_escapes)
             except Unsupported as err:
                 raise Rejected("unsupported", str(err), node) from err
         elif name in ("test", "["):
@@ -1271,7 +1371,8 @@ class Linter:
             if not options_done and a.exact and a.text == "--":
                 options_done = True
                 continue
-            if not options_done and (a.prefix.startswith("-") or not a.prefix) and a.text != "-":
+            # `''` is an empty positional argument, not an option
+            if not options_done and (a.prefix.startswith("-") or not a.prefix) and a.text not in ("-", ""):
                 if not a.exact:
                     raise Rejected("unsupported", f"{name} argument {a.shown!r} could be an option", node)
                 opts = split_options(a.text, flags, values)
@@ -1320,7 +1421,11 @@ class Linter:
                 script = args[i + 1]
                 if not script.exact:
                     raise Rejected("shell-string-non-constant", f"{name} -c {script.shown!r}", node)
-                self.nested(script.text, node, f"{name} -c string")
+                if name not in R.SHELL_DIALECTS:
+                    # zsh's echo decodes escapes and its unquoted $x does not split: not bash
+                    raise Rejected("unsupported", f"{name} -c: only bash -c and sh -c/dash -c text "
+                                   "is modelled", node)
+                self.nested(script.text, node, f"{name} -c string", R.SHELL_DIALECTS[name])
                 return
             if t.startswith("-") and t != "-":
                 code = "shell-reads-stdin" if t in ("-s",) else "shell-option-not-allowed"
@@ -1328,14 +1433,14 @@ class Linter:
             raise Rejected("shell-reads-stdin", f"{name} runs the file {t!r}", node)
         raise Rejected("shell-reads-stdin", f"{name} reads its program from stdin", node)
 
-    def nested(self, text: str, node: Node, label: str) -> None:
+    def nested(self, text: str, node: Node, label: str, dialect: str | None = None) -> None:
         if self.depth > 8:
             raise Rejected("unsupported-syntax", "nesting deeper than 8 levels", node)
         anchor = self.anchor or (node, label)
         if self.anchor is not None:
             anchor = (self.anchor[0], f"{self.anchor[1]}: {label}")
         child = Linter(self.path, self.helper_hashes, self.shared, self.findings, anchor, self.depth + 1,
-                       shares_shell=label == "eval")
+                       shares_shell=label == "eval", dialect=dialect or self.dialect)
         # Every nested text gets a scope of its own. For bash -c and BASH_ENV files that is what
         # runs; eval shares the shell, so there the caller's variables are opaque in the text
         # and the names the text mentions are never constant for the caller (prepass): neither
@@ -1492,7 +1597,8 @@ class Linter:
             if not options_done and a.exact and a.text == "--":
                 options_done = True
                 continue
-            if not options_done and (a.prefix.startswith("-") or not a.prefix):
+            empty = a.exact and a.text == ""  # `''`: an empty positional argument, not an option
+            if not options_done and (a.prefix.startswith("-") or not a.prefix) and not empty:
                 if not a.exact:
                     raise Rejected("engine-option-not-allowed",
                                    f"{shown} argument {a.shown!r} could be an option", node)
@@ -1603,6 +1709,7 @@ class Linter:
         if stdin.kind != "null" and not constant_request:
             raise Rejected("network-input-unprovable",
                            f"{name} sends stdin that is not a constant GET/HEAD", node)
+        self.shared.raw_sends.append((name, tuple(args), (stdin.text or "") if constant_request else ""))
         rule = R.SOCAT if name == "socat" else R.NC
         positional: list[str] = []
         i = 0
@@ -1657,6 +1764,59 @@ class Linter:
             raise Rejected("python-not-pinned-helper",
                            f"here-document sha256 {digest[:16]}... is not a pinned helper",
                            node)
+        kind = next((k for start, k in R.HELPER_KINDS.items() if stdin.text.startswith(start)), None)
+        rest = args[i + 1:]
+        if rest == [Val((Opaque("@"),))] and self.functions_entered:
+            # `name() { python3 -I - "$@" <<'H' ... }`: the helper's arguments are those of each
+            # call of the function, checked there (run)
+            self.helper_functions[self.functions_entered[-1]] = kind
+            return
+        self.helper_arguments(kind, rest, node)
+
+    def helper_arguments(self, kind: str | None, args: list[Val], node: Node) -> None:
+        """A pinned helper's arguments against its rule (``lint_rules.RAWSOCK``, ``ROUTE_ID``).
+
+        The route id must be a constant of ``ROUTE_ID`` (it goes into request lines); endpoint
+        values may be opaque (the helper connects only to local endpoints by itself) but never
+        split; every option name is a constant, given once.
+        """
+        def refuse(why: str) -> Rejected:
+            return Rejected("python-not-pinned-helper", f"{kind or 'a pinned helper'}: {why}", node)
+
+        def route_ok(v: Val) -> bool:
+            return v.exact and R.ROUTE_ID.fullmatch(v.text) is not None
+
+        if kind == "dockerpy_route":
+            if len(args) != 1 or not route_ok(args[0]):
+                raise refuse("only one constant route id [A-Za-z0-9._-]")
+            self.shared.helper_calls.append((kind, tuple(args)))
+            return
+        if kind != "rawsock":
+            if args:
+                raise refuse("takes no arguments")
+            return
+        if len(args) % 2:
+            raise refuse("options come in pairs: --NAME VALUE")
+        seen: dict[str, Val] = {}
+        for name, value in zip(args[::2], args[1::2], strict=True):
+            known = R.RAWSOCK["endpoints"] | {"--route", "--proto", "--timeout"}  # type: ignore[operator]
+            if not name.exact or name.text not in known or name.text in seen:
+                raise refuse(f"option {name.shown!r}: only {' '.join(sorted(known))}, each once")
+            controls = any(isinstance(p, str) and re.search(r"[\x00-\x1f\x7f]", p) for p in value.parts)
+            if value.split or controls:
+                raise refuse(f"{name.text} {value.shown!r}: one word without control characters")
+            seen[name.text] = value
+        route, proto, timeout = seen.get("--route"), seen.get("--proto"), seen.get("--timeout")
+        if route is None or not route_ok(route):
+            raise refuse("--route must be a constant route id [A-Za-z0-9._-] (it goes into the "
+                         "request line)")
+        if proto is not None and not (proto.exact and proto.text in R.RAWSOCK["protos"]):  # type: ignore[operator]
+            raise refuse(f"--proto {proto.shown!r}")
+        if timeout is not None and not (timeout.exact and R.RAWSOCK["timeout"].fullmatch(timeout.text)):  # type: ignore[union-attr]
+            raise refuse(f"--timeout {timeout.shown!r}")
+        if len(set(seen) & R.RAWSOCK["endpoints"]) != 1:  # type: ignore[operator]
+            raise refuse("exactly one of --unix --abstract --tcp --url")
+        self.shared.helper_calls.append((kind, tuple(args)))
 
     def mkdir(self, args: list[Val], node: Node, open_tail: bool) -> None:
         if open_tail:
@@ -1677,6 +1837,86 @@ class Linter:
             raise Rejected("link-not-allowed", f"ln -s {target.shown} {link.shown}", node)
         self.files[normalize_rel(link.text)] = None
         self.record_write(normalize_rel(link.text), None)
+
+
+# ---- bytes outside quotes that tree-sitter-bash and bash read differently ------------------------
+
+# Nodes whose bytes are quoted (or not code): a CR or a backslash-newline inside them is the
+# string's business (``Linter.dquoted``, ``ansi_c_decode``), never a word boundary.
+QUOTED_NODES = frozenset({"string", "raw_string", "ansi_c_string", "translated_string", "heredoc_body",
+                          "comment"})
+
+
+def unquoted_hazard(root: Node, source: bytes) -> tuple[int, int, str] | None:
+    """(row, column, why) of the first byte outside quotes that the parser and bash disagree on.
+
+    tree-sitter-bash takes CR, form feed and vertical tab for blanks, where bash (whose blanks
+    are space and tab) keeps them in the word (`docker inspect web<CR>` passes `web\\r`); and it
+    takes a backslash-newline for a blank, where bash removes it and joins what is around it
+    (`docker insp\\<newline>ect` runs `docker inspect`). Both found by the differential check.
+    """
+    spans: list[tuple[int, int]] = []
+    for node in walk(root):
+        if node.type in QUOTED_NODES:
+            spans.append((node.start_byte, node.end_byte))
+
+    def quoted(pos: int) -> bool:
+        return any(start <= pos < end for start, end in spans)
+
+    def where(pos: int) -> tuple[int, int]:
+        line_start = source.rfind(b"\n", 0, pos) + 1
+        return source.count(b"\n", 0, pos), pos - line_start
+
+    for m in re.finditer(rb"[\r\f\v]", source):
+        if not quoted(m.start()):
+            return (*where(m.start()), f"a {m.group()!r} outside quotes (bash keeps it in the word, the "
+                    "parser takes it for a blank): quote it")
+    for m in re.finditer(rb"(\\+)\n", source):
+        slash = m.end() - 2
+        if len(m.group(1)) % 2 == 0 or quoted(slash):
+            continue  # an escaped backslash, then a real newline; or inside a string
+        before = source[slash - 1:slash] if slash else b"\n"
+        after = source[m.end():m.end() + 1] or b"\n"
+        if before not in (b" ", b"\t", b"\n") and after not in (b" ", b"\t", b"\n"):
+            return (*where(slash), "a backslash-newline inside a word (bash joins the two halves, the "
+                    "parser reads two words)")
+    return None
+
+
+# ---- sh -c text: what dash reads differently ----------------------------------------------------
+
+# Constructs of the bash subset that dash 0.5.12 (/bin/sh here) reads differently or not at all:
+# refused in `sh -c` text rather than modelled twice. `$'...'` is a `$` and a quoted string to
+# dash; `&>` is `&` then `>`; `[[`, `|&`, `<<<`, `${x/a/b}`, `${x:N}` are bash's; dash does no
+# brace expansion and has no /dev/tcp; a backslash inside backticks is not modelled for dash.
+DASH_NODES = {"ansi_c_string": "$'...'", "test_command": "[[ ]] (and every test but [ ]/test)",
+              "herestring_redirect": "<<<", "command_substitution": None, "brace_expression": "{a,b}",
+              "process_substitution": "<(...)"}
+
+
+def dash_refusal(node: Node) -> str | None:
+    """Why ``node`` of ``sh -c`` text is outside the dash subset, or None."""
+    t = node.type
+    if t in DASH_NODES:
+        if t == "command_substitution":
+            backticks = text_of(node).startswith("`")
+            return "a backslash inside backticks" if backticks and "\\" in text_of(node) else None
+        if t == "test_command" and node.children and node.children[0].type == "[":
+            return None
+        return DASH_NODES[t]
+    if not node.is_named and t in ("|&", "&>", "&>>", ";&", ";;&", "function"):
+        return t
+    if t == "file_redirect" and redirect_operator(node) in (">&", "<&"):
+        dest = node.child_by_field_name("destination")
+        if dest is None or not re.fullmatch(r"[0-9]|-", text_of(dest)):
+            return ">&FILE (bash's &>, an error in dash)"
+    if t == "expansion" and re.fullmatch(rf"\$\{{{_PARAM}(?:/|:[0-9]).*\}}", text_of(node).strip(), re.S):
+        return "${x/a/b} and ${x:N} (bash only)"
+    if t == "word" and re.search(r"[{}]", text_of(node)):
+        return "a brace in a word (bash expands it, dash does not)"
+    if t in ("word", "string_content", "raw_string") and re.search(r"/dev/(tcp|udp)", text_of(node)):
+        return "/dev/tcp (bash only)"
+    return None
 
 
 # ---- tree helpers ------------------------------------------------------------------------------
@@ -1714,6 +1954,17 @@ def redirect_fd(node: Node) -> str:
 def lint_source(source: str | bytes, path: str = "<payload>",
                 helper_hashes: Iterable[str] = ()) -> list[Finding]:
     """Every reason ``source`` is not provably read-only; [] means accepted."""
+    return lint_model(source, path, helper_hashes)[0]
+
+
+def lint_model(source: str | bytes, path: str = "<payload>", helper_hashes: Iterable[str] = ()
+               ) -> tuple[list[Finding], Shared]:
+    """The findings and the lint's prediction of what runs (``Shared.engine_calls``...).
+
+    The prediction is what the differential check (tests/property/test_mutants_lint_differential.py)
+    holds against bash and dash: for an accepted text, every engine command line they run must
+    be one the lint predicted.
+    """
     # surrogatepass: any str has bytes (a lone surrogate parses as an invalid sequence would)
     data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
     findings: list[Finding] = []
@@ -1731,7 +1982,7 @@ def lint_source(source: str | bytes, path: str = "<payload>",
     except RecursionError:
         # The walker recurses once per nesting level; thousands of ( or $( exhaust Python's stack.
         findings.append(Finding(path, 1, 1, "unsupported-syntax", "nested deeper than the lint can follow"))
-    return sorted(set(findings))
+    return sorted(set(findings)), shared
 
 
 def lint_file(path: Path, helper_hashes: Iterable[str] | None = None) -> list[Finding]:

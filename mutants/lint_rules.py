@@ -82,6 +82,9 @@ SET_OPTIONS = frozenset({"pipefail", "errexit", "nounset", "xtrace"})
 # bytes printf writes are exactly what the lint computed.
 PRINTF_DIRECTIVES = frozenset({"%s", "%%"})
 PRINTF_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
+# dash's printf keeps the backslash of \" and \' (its conv_escape knows only \\ \a \b \f \n \r
+# \t \v and \0NNN): in `sh -c` text only these.
+DASH_PRINTF_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}
 
 # ---- the accepted subset: external tools and their arguments -------------------------------------
 # tool -> flags, value options, and what positional arguments may be: "data" (anything, as long
@@ -164,6 +167,10 @@ XARGS = {"flags": {"-0", "--null", "-r", "--no-run-if-empty", "-t", "--verbose",
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh"})
 SHELL_FLAGS = frozenset({"-e", "-u", "-x", "-f", "--norc", "--noprofile", "-p", "+e", "+u", "+x"})
 SHELL_VALUE_FLAGS = frozenset({"-o", "+o"})
+# The shells whose -c text is linted, and as which dialect: /bin/sh is dash on Debian/Ubuntu,
+# whose echo decodes escapes (issue 27 #5). zsh and ksh read the subset differently (zsh's echo
+# decodes, its unquoted $x does not split): refused.
+SHELL_DIALECTS = {"bash": "bash", "sh": "dash", "dash": "dash"}
 
 # ---- container engines: global options, then a subcommand path on the allowlist ----------------
 ENGINES: dict[str, dict[str, object]] = {
@@ -395,6 +402,17 @@ NC = {"flags": {"-U", "-N", "-v", "-z", "-4", "-6", "-n"}, "values": {"-w", "-q"
 # ---- python: only a pinned helper, fed as a quoted here-document, with -I ----------------------
 PYTHONS = frozenset({"python3", "python", "python3.11", "python3.12", "python3.13"})
 PYTHON_FLAGS = frozenset({"-I", "-S", "-u", "-B"})
+# A pinned helper is known by the first line of its (pinned, so reviewed) text; what it does
+# depends on its arguments too, so each has an argument rule (issue 27 #6: rawsock pasted a
+# `--route` holding CR LF into its request line). A pinned helper not listed here takes none.
+HELPER_KINDS = {'"""no-docker raw-socket route helper:': "rawsock",
+                '"""no-docker docker-py route helper:': "dockerpy_route"}
+# A route id: what goes into a request line, a header, a label filter and a TLS SNI. The same
+# pattern is in mutants/helpers/rawsock.py (ROUTE_ID), which checks it by itself.
+ROUTE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+RAWSOCK = {"endpoints": frozenset({"--unix", "--abstract", "--tcp", "--url"}),
+           "protos": frozenset({"http", "libpod", "h2", "tls"}),
+           "timeout": re.compile(r"[0-9]{1,3}(\.[0-9]{1,3})?")}
 
 # ---- variables that change what later commands run -----------------------------------------------
 SENSITIVE_VARIABLES = frozenset({

@@ -81,6 +81,7 @@ It refuses every TCP host that is not loopback: traffic never leaves the machine
 """
 
 import ipaddress
+import re
 import socket
 import ssl
 import sys
@@ -89,6 +90,12 @@ EXIT_REACHED, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE = 0, 1, 69, 2
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 H2_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 PATHS = {"http": "/_ping", "libpod": "/v4.0.0/libpod/_ping", "tls": "/_ping"}
+# The route id goes into the request line, a header and the TLS SNI: only these characters
+# (a CR LF in it would end the request and start another one). The lint checks the same
+# pattern (lint_rules.ROUTE_ID); the helper checks it by itself, whatever the lint said.
+ROUTE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+OPTIONS = ("--route", "--unix", "--abstract", "--tcp", "--url", "--proto", "--timeout")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class Refused(Exception):
@@ -161,7 +168,10 @@ def main(argv: list) -> int:
     kinds = [k for k in ("--unix", "--abstract", "--tcp", "--url") if k in opts]
     proto = opts.get("--proto", "http")
     route = opts.get("--route", "")
-    if len(argv) % 2 or len(kinds) != 1 or proto not in ("http", "libpod", "h2", "tls") or not route:
+    well_formed = (len(argv) % 2 == 0 and len(opts) == len(argv) // 2 and set(opts) <= set(OPTIONS)
+                   and not any(CONTROL.search(v) for v in opts.values()))
+    if (not well_formed or len(kinds) != 1 or proto not in ("http", "libpod", "h2", "tls")
+            or not ROUTE_ID.fullmatch(route)):
         print("usage: rawsock --route ID (--unix P|--abstract N|--tcp H:P|--url U) [--proto P]")
         return EXIT_USAGE
     try:

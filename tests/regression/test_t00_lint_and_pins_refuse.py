@@ -1,6 +1,10 @@
 """T-00: the lint rejects every payload that is not provably read-only, and a tampered payload
 (hash mismatch) is refused by verify and apply.
 
+Issue 27's rules are here too: an assignment in the background or hidden by a bare `local` is
+no constant, the newlines and CRs inside double quotes count, `sh -c` text is read as dash
+reads it, and a pinned helper's arguments are checked (a route id with CR LF is refused).
+
 Real components: the installed `no-docker mutants` CLI in a subprocess (the same interpreter,
 so a weakened copy's code is what runs), real files, the repository's real pins.
 """
@@ -40,6 +44,24 @@ NOT_READ_ONLY = {
     "python": ("python3 -c 'import docker; docker.from_env().images.prune()'", "python-not-pinned-helper"),
     "bashrc": ("echo 'docker rm -f db' >> ~/.bashrc", "write-outside-run-dir"),
     "rm": ("rm -rf ./build", "destructive-command"),
+    # issue 27: bash runs `docker rm inspect -f web db` (opt is set in a background subshell)
+    "background-assignment": ("opt=-l & docker $opt rm inspect -f web db", "dynamic-engine-subcommand"),
+    # `local opt` (no value) hides the caller's opt from g: bash runs `docker rmi inspect alpine`
+    "bare-local": ("opt=-l; g() { docker $opt rmi inspect alpine; }; f() { local opt; g; }; f",
+                   "dynamic-engine-subcommand"),
+    "newline-in-double-quotes": ('bash -c "# note\ndocker rm -f web db"', "destructive-engine-command"),
+    # dash's echo decodes \0015\0012: CR LF, and a second request on the socket
+    "dash-echo": ("sh -c \"echo 'GET /_ping HTTP/1.1\r\nHost: d\r\n"
+                  "X-No-Docker-Route: a\\0015\\0012\\0015\\0012"
+                  "POST /containers/web/kill HTTP/1.1\r\nHost: d\r\n\r' | nc -U /run/docker.sock\"",
+                  "unsupported"),
+}
+# A pinned helper with arguments it must refuse: the finding is on the call's line.
+RAWSOCK = (REPO / "mutants" / "helpers" / "rawsock.py").read_text()
+HELPER_CALLS = {
+    "rawsock-crlf-route": ("rawsock --route $'x HTTP/1.1\\r\\n\\r\\nDELETE /containers/db?force=1' "
+                           "--unix /run/docker.sock"),
+    "rawsock-route-twice": "rawsock --route a --unix /run/docker.sock --route b",
 }
 
 
@@ -56,6 +78,18 @@ def test_lint_rejects_non_read_only_payload(tmp_path, case):
     done = cli("lint", str(path))
     assert done.returncode == 1, f"{case}: accepted\n{done.stdout}{done.stderr}"
     assert f"{path}:3:" in done.stdout and f": {reason}:" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("case", sorted(HELPER_CALLS))
+def test_lint_rejects_a_pinned_helper_with_bad_arguments(tmp_path, case):
+    text = ("#!/usr/bin/env bash\n# route: x (network) a mutant\nrawsock() {\n"
+            "  python3 -I -S - \"$@\" <<'NO_DOCKER_HELPER'\n" + RAWSOCK + "NO_DOCKER_HELPER\n}\n")
+    line = text.count("\n") + 1
+    path = tmp_path / f"{case}.sh"
+    path.write_text(text + HELPER_CALLS[case] + "\n")
+    done = cli("lint", str(path))
+    assert done.returncode == 1, f"{case}: accepted\n{done.stdout}{done.stderr}"
+    assert f"{path}:{line}:" in done.stdout and ": python-not-pinned-helper:" in done.stdout, done.stdout
 
 
 def test_lint_accepts_the_pinned_payload():
