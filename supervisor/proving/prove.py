@@ -712,13 +712,20 @@ and under `no-docker run`, where none may, and files that run later ($HOME start
 During each run an engine in /srv restarts and new ones start (in /srv and in a directory of
 the work dir made during the run): the lifetime routes must reach them only without isolation.
 
-Prints progress on stderr, then a table on stdout (route, kind, reached without isolation,
-reached with isolation) and one verdict line. Routes whose tool is not installed (podman, ctr,
-...) are "unavailable" and said so. Needs: bubblewrap, unshare and nsenter (util-linux); the
-docker CLI for its routes. Root or unprivileged user namespaces.
+The first run is the control: it shows that each route really reaches an engine here, so that
+"did not reach it" under `no-docker run` means the isolation stopped it.
+
+Prints progress on stderr (each stage and route; one updating line on a terminal), then on
+stdout a legend, a table (route, kind, without isolation (the control), under no-docker run,
+what the mutant tried), numbered notes with every reason in full, and one verdict line that
+counts every row. A route the control cannot take on this machine (its tool not installed,
+sudo without rights, no /usr/bin/docker) is "unavailable here": counted, neither a pass nor a
+failure. Needs: bubblewrap, unshare and nsenter (util-linux); the docker CLI for its routes.
+Root or unprivileged user namespaces. Takes about 10 s.
 
 options:
-  --json      the rows, the verdict and the timings as one JSON object on stdout
+  --json      the rows (every reason in full), the verdict and the timings as one JSON object
+              on stdout
   -h, --help  this help
 
 examples:
@@ -726,8 +733,8 @@ examples:
   no-docker prove --json | jq .verdict
 
 exit status:
-  0    PROVEN: the control reached every available network route, the isolated run none,
-       and no file outside changed
+  0    PROVEN: the control reached every network route it can take here, the isolated run
+       none, and no file outside changed
   1    FAILED: the isolated run reached the canary or changed a file (or the control missed
        an available route: the proof shows nothing)
   125  INCOMPLETE: a part could not run (a tool missing, the run refused to start); a part
