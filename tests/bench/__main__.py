@@ -517,7 +517,9 @@ def plot(doc: dict, path: Path) -> str:
     fig.suptitle("no-docker's proof costs little on top of a bare kill", fontsize=12, fontweight="bold")
     ax.set_title("Ending a run and proving every process gone, against a kill that proves nothing: median "
                  f"of {dig(doc, 'ending', 'sweep', 'repeat')} alternated rounds (band: min-max)\n"
-                 f"{m.get('cpus')} CPUs, kernel {m.get('kernel')}, {m.get('date_utc')}", fontsize=8.5)
+                 f"{m.get('cpus')} CPUs, kernel {m.get('kernel')}, {m.get('date_utc')}"
+                 + (f", load average {m['load_average_1m']} at the start" if "load_average_1m" in m else ""),
+                 fontsize=8.5)
     ax.grid(True, alpha=0.3)
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
