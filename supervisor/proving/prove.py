@@ -485,9 +485,11 @@ class Progress:
     def __call__(self, text: str, *, transient: bool = False) -> None:
         """TEXT as a stage (kept on screen) or TRANSIENT (a route: overwritten on a terminal)."""
         if self.tty:
+            # \r and erase-line (ECMA-48 EL): the next text replaces this one on a terminal. A
+            # transient line is cut to the terminal's width (a wrapped one could not be erased);
+            # a stage is kept whole.
             width = max(20, shutil.get_terminal_size().columns - 1)
-            # \r and erase-line (ECMA-48 EL): the next text replaces this one on a terminal
-            self.stream.write("\r\033[K" + text[:width])  # type: ignore[attr-defined]
+            self.stream.write("\r\033[K" + (text[:width] if transient else text))  # type: ignore[attr-defined]
             self._open = transient
             if not transient:
                 self.stream.write("\n")  # type: ignore[attr-defined]
