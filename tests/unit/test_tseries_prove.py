@@ -227,6 +227,16 @@ def test_progress_is_one_updating_line_on_a_terminal_and_plain_lines_elsewhere()
     assert term.text == "\r\033[Kstage one\n\r\033[Kroute 1\r\033[Kroute 2\r\033[K"
 
 
+def test_on_a_terminal_only_the_updating_line_is_cut(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "30")  # shutil.get_terminal_size reads it first
+    term = _Stream(True)
+    say = pv.Progress(term)
+    say("a stage that is longer than thirty columns")
+    say("a route line that is longer than thirty columns", transient=True)
+    assert term.text == ("\r\033[Ka stage that is longer than thirty columns\n"
+                         "\r\033[Ka route line that is longer t")
+
+
 def test_watching_says_each_route_and_stops(tmp_path):
     import time
 
