@@ -425,6 +425,8 @@ PERSISTENCE_FILES = (
     "\0HOME\0/.zshenv", "\0HOME\0/.zshrc", "\0HOME\0/.config/autostart/no-docker-route.desktop",
     "\0HOME\0/.config/systemd/user/no-docker-route.service", ".git/hooks/pre-commit", ".git/config",
     "/var/spool/cron/crontabs/\0$(id -un)\0",
+    # What the next `python -m pytest` / pytest outside reads from the work dir (issue 25).
+    "pytest.py", "pytest.ini",
 )
 PERSISTENCE_DIRS = (".git", ".git/hooks", "\0HOME\0/.config/autostart", "\0HOME\0/.config/systemd/user")
 PROBE_COMMANDS = frozenset({":", "true"})

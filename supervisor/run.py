@@ -43,7 +43,7 @@ from .isolation.diagnose import (
     network_line,
     subdirectory_hint,
 )
-from .isolation.later_code import LaterCodeAudit
+from .isolation.later_code import LaterCodeAudit, change_lines
 from .isolation.listing import ListingError, collect
 from .isolation.plan import (
     Request,
@@ -985,6 +985,20 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def undo_words(undo: object, not_undone: list[str]) -> str:
+    """The end of the P4 line: what was undone, or what is left to inspect (pure)."""
+    from .isolation.quarantine import describe
+
+    done = describe(undo) if undo is not None else ""  # type: ignore[arg-type]
+    if not_undone:
+        return (f"{done + '; ' if done else ''}NOT undone: {printable(not_undone[0])}"
+                f"{f' (+{len(not_undone) - 1} more)' if len(not_undone) > 1 else ''}; inspect it before "
+                "running git, pytest, pip or a shell there")
+    if done:
+        return f"{done}: none of it runs later (look at it there)"
+    return "inspect it before running git, pytest, pip or a shell there"
+
+
 def refusal_line(refusals: list[dict]) -> str | None:
     """``3 connects refused: /opt/engine/docker.sock x3`` (DESIGN §3), or None (pure)."""
     total = sum(r["count"] for r in refusals)
@@ -1277,9 +1291,18 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     network_attempts = run.network.attempts() if run.network is not None else 0
     report = run.report_line or ""
     proven = report.startswith("ok ") and run.gate_refusal is None
-    later_code = audit.changes()
+    changed = audit.changed()
+    later_code = change_lines(changed)
     if config_table(policy.work) != config_before:
         later_code.append(f"{policy.work}/pyproject.toml [tool.no-docker] (the next run's defaults)")
+    undo, not_undone = None, []
+    if changed:
+        # A 125 alone is walked past (a mutation tool scores it as killed and goes on, and the
+        # next `git status` outside runs the planted fsmonitor): undo it, then walk again.
+        from .isolation.quarantine import put_back
+
+        undo = put_back(changed, audit.roots, life.run_id)
+        not_undone = [*undo.failed, *change_lines(audit.changed())]
     # Only the command's refusals: until the verdict they are the prover's own tries.
     refused = ([r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH]
                if run.mediator and proven else [])
@@ -1306,9 +1329,10 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
               "from then on and the run was ended", file=sys.stderr)
         status = EXIT_NOT_PROVEN
     elif later_code:
-        print(f"no-docker: P4 not proven: the run left code that runs later, outside: {later_code[0]}"
+        print("no-docker: P4 not proven: the run left code that runs later, outside: "
+              f"{printable(later_code[0])}"
               f"{f' (+{len(later_code) - 1} more)' if len(later_code) > 1 else ''}; "
-              "inspect it before running git or a shell there", file=sys.stderr)
+              f"{undo_words(undo, not_undone)}", file=sys.stderr)
         status = EXIT_NOT_PROVEN
     elif pending:
         status = 128 + pending[0]
@@ -1351,6 +1375,8 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             "signal": pending[0] if pending else None, "bwrap": bwrap, "work": policy.work,
             "masked_sockets": list(policy.masked), "listing": listing_json,
             "run_id": life.run_id, "ending": ending.to_json(), "later_code": later_code,
+            "later_code_undo": undo.to_json() if undo is not None else None,
+            "later_code_not_undone": not_undone,
             "connects_refused": refused, "mediation_failure": run.mediation_failure,
             "network_attempts": network_attempts,
             "settings": _settings(origin), "published": list(request.publish),

@@ -574,6 +574,18 @@ persisted autostart "$?" "$err"
 err=$({ mkdir -p "$HOME/.config/systemd/user" && : >> "$HOME/.config/systemd/user/no-docker-route.service"; } 2>&1)
 persisted systemd-user "$?" "$err"
 
+# route: python-m-module (persistence) a pytest.py in the work dir runs first at the next `python -m pytest` outside
+err=$({ : >> pytest.py; } 2>&1)
+persisted python-m-module "$?" "$err"
+
+# route: pytest-config (persistence) a new pytest.ini outranks the project's `no_docker = true` at the next pytest
+err=$({ : >> pytest.ini; } 2>&1)
+persisted pytest-config "$?" "$err"
+
+# route: subdir-config (persistence) a pyproject.toml in a subdirectory sets the next run's defaults there
+err=$({ mkdir -p no-docker-route-sub && : >> no-docker-route-sub/pyproject.toml; } 2>&1)
+persisted subdir-config "$?" "$err"
+
 # route: crontab (persistence) the user's crontab spool file runs commands on schedule
 if have crontab crontab; then
   err=$({ : >> "/var/spool/cron/crontabs/$(id -un)"; } 2>&1)

@@ -91,28 +91,25 @@ def _kind(value: object) -> str:
 
 def load(work: str) -> Config | None:
     """The config of work dir WORK, or None when it has none (the common, free case)."""
-    path = os.path.join(work, FILE)
+    from .later_code import read_regular, realpath
+
+    # The directory as the kernel resolves it (a user's path may pass through a link); the
+    # file itself must not be one.
+    path = os.path.join(realpath(work), FILE)
+    # The work dir is the previous run's to write: pyproject.toml may be a link to a FIFO or a
+    # device outside (measured: a writer outside was woken at the end of a run and at the next
+    # start). So no link is followed in any component and only a regular file is read, bounded.
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = read_regular(path, (1 << 22) + 1)
     except FileNotFoundError:
         return None
     except OSError as err:
-        raise UsageError(f"{path}: cannot read it: {err.strerror}") from err
-    try:
-        import stat
-
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UsageError(f"{path}: not a regular file")
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-            if sum(map(len, chunks)) > 1 << 22:
-                raise UsageError(f"{path}: larger than 4 MiB, not a pyproject.toml")
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read it: {err.strerror}") from err
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
+        if os.path.islink(path):
+            raise UsageError(f"{path}: a symbolic link; no-docker reads its settings only from a regular "
+                             "file (a run could have planted the link): replace it with the file") from err
+        raise UsageError(f"{path}: cannot read it: {err.strerror or err}") from err
+    if len(data) > 1 << 22:
+        raise UsageError(f"{path}: larger than 4 MiB, not a pyproject.toml")
     if b"no-docker" not in data:
         return None  # no [tool.no-docker] table can be in it: skip the parser
     import tomllib

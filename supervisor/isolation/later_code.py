@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 
 from ..errors import NotProven
+from . import tool_sources
 from .policy import SYSTEM_DIRS, is_under
 
 
@@ -329,13 +331,16 @@ def _fingerprint(st: os.stat_result, data: bytes | None, link: str | None = None
         return f"special:{stat.S_IFMT(st.st_mode):o} ctime={st.st_ctime_ns}"
     if data is None:
         return f"unreadable ctime={st.st_ctime_ns}"
-    first = data.split(b"\n", 1)[0][:200].decode("utf-8", "replace")
+    # (A NUL in it would end the shown part early: the fields after it are parsed.)
+    first = data.split(b"\n", 1)[0][:200].decode("utf-8", "replace").replace("\0", "\\0")
+    # Mode and owner too: what a file is put back with (quarantine.put_back).
+    owner = f"{stat.S_IMODE(st.st_mode):o} {st.st_uid} {st.st_gid}\0"
     if len(data) > _FILE_LIMIT:
         # Read no further (bounded reads): a write anywhere in it moves its ctime, which no
         # unprivileged process can set back.
-        return f"file:{first} ({st.st_size} bytes) ino={st.st_ino} ctime={st.st_ctime_ns}\0" + data[
+        return f"file:{first} ({st.st_size} bytes) ino={st.st_ino} ctime={st.st_ctime_ns}\0" + owner + data[
             :_FILE_LIMIT].decode("latin-1")
-    return f"file:{first} ({st.st_size} bytes)\0" + data.decode("latin-1")
+    return f"file:{first} ({st.st_size} bytes)\0" + owner + data.decode("latin-1")
 
 
 def _kind_at(dir_fd: int, name: str) -> str:
@@ -398,6 +403,9 @@ _GIT_FILES = ("config", "config.worktree", "commondir", "HEAD")
 _GIT_DIRS = ("hooks", "info")
 _SITE_CODE = ("sitecustomize", "usercustomize")
 _VENV_MARK = "pyvenv.cfg"  # what makes a directory a virtual environment (site.py reads it)
+# Where what a refused run left is moved aside (quarantine.put_back), at a writable root: not
+# walked (nothing there runs unless someone starts a tool inside it), read-only inside a run.
+QUARANTINE = ".no-docker-quarantine"
 
 
 class WalkTooLarge(Exception):
@@ -417,16 +425,25 @@ class Survey:
         self.dotgit_files: list[str] = []  # "gitdir:" files (any .git that is not a directory)
         self.venvs: list[str] = []
         self.site_dirs: list[str] = []  # site-packages of those venvs
+        self.root_configs: list[str] = []  # pytest's / no-docker's config files at the root
+        self.stanza_scripts: list[str] = []  # shell scripts that carry the stanza line
+        self.modules: dict[str, str] = {}  # key -> module name, for modules at the root
+        self.stanza_keys: set[str] = set()
+        self.quarantine: str | None = None
         self.too_large: str | None = None
 
     def protect(self) -> list[str]:
-        """The existing paths (no symlinks) that must be read-only inside the run."""
+        """The existing paths (no symlinks) that must be read-only inside the run: git's
+        files, whole virtual environments (pip reads a pip.conf in the root, Python the .pth
+        files, the shell the bin/), the project's own config files at the root and the
+        scripts carrying the stanza line. (A config file deeper down is only audited: mutmut
+        copies pyproject.toml and setup.cfg into its mutants/ on every session.)"""
         paths = [f for f in self.dotgit_files]
         for gitdir in self.gitdirs:
             paths += [os.path.join(gitdir, n) for n in (*_GIT_FILES, *_GIT_DIRS)]
-        for venv in self.venvs:
-            paths += [os.path.join(venv, "pyvenv.cfg"), os.path.join(venv, "bin")]
-            paths += [d for d in self.site_dirs if is_under(d, venv)]
+        paths += self.venvs + self.root_configs + self.stanza_scripts
+        if self.quarantine and os.path.isdir(self.quarantine) and not os.path.islink(self.quarantine):
+            paths.append(self.quarantine)
         return [p for p in dict.fromkeys(paths) if os.path.lexists(p) and not os.path.islink(p)]
 
 
@@ -509,11 +526,21 @@ def _walk(survey: Survey, dir_fd: int, rel: str, depth: int, mode: str) -> None:
             path not in survey.own_venvs):
         survey.venvs.append(path)
         sources[_key(rel, _VENV_MARK)] = _kind_at(dir_fd, _VENV_MARK)
+        for name in tool_sources.VENV_CONFIGS:
+            sources[_key(rel, name)] = _kind_at(dir_fd, name)
         child_modes.update(bin="all", lib="venv-lib", lib64="venv-lib", Lib="venv-lib")
+        mode = mode or "venv"
+    # Below a venv ("venv", "venv-lib", "site"): the whole venv is read-only, nothing to name.
+    plain = "venv" if mode in ("venv", "venv-lib", "site") else ""
+    if not mode:  # (in a git directory or a bin/ every file is a source already)
+        _tool_sources(survey, dir_fd, rel, path, names)
     for entry in entries:
-        if not mode:  # most directories: only where to go next
+        if not rel and entry.name == QUARANTINE:
+            survey.quarantine = os.path.join(path, QUARANTINE)
+            continue
+        if mode in ("", "venv"):  # most directories: only where to go next
             if entry.is_dir(follow_symlinks=False):
-                _descend(survey, dir_fd, rel, entry.name, depth, child_modes.get(entry.name, ""))
+                _descend(survey, dir_fd, rel, entry.name, depth, child_modes.get(entry.name, plain))
             continue
         name = entry.name
         is_dir = entry.is_dir(follow_symlinks=False)
@@ -522,15 +549,63 @@ def _walk(survey: Survey, dir_fd: int, rel: str, depth: int, mode: str) -> None:
             sources[_key(rel, name)] = "dir" if is_dir else _kind_at(dir_fd, name)
         if not is_dir:
             continue
-        child = child_modes.get(name, "all" if mode == "all" else "")
+        child = child_modes.get(name, "all" if mode == "all" else plain)
         if mode == "venv-lib":
             child = "site" if name in ("site-packages", "dist-packages") else (
-                "venv-lib" if name.startswith("python") else "")
+                "venv-lib" if name.startswith("python") else plain)
             if child == "site":
                 survey.site_dirs.append(os.path.join(path, name))
         elif mode == "site" and site_code:
             child = "all"  # a sitecustomize package
         _descend(survey, dir_fd, rel, name, depth, child)
+
+
+def _tool_sources(survey: Survey, dir_fd: int, rel: str, path: str, names: dict[str, os.DirEntry]) -> None:
+    """The sources ``tool_sources`` names, in one directory of the walk: pytest's config files
+    (any directory: a session may start in any), the modules ``python -m`` would import from
+    the root, the shell scripts that carry the stanza line."""
+    sources = survey.sources
+    for name in tool_sources.PYTEST_CONFIGS:
+        entry = names.get(name)
+        if entry is not None and not entry.is_dir(follow_symlinks=False):
+            sources[_key(rel, name)] = kind = _kind_at(dir_fd, name)
+            if not rel and kind.startswith("file:"):
+                survey.root_configs.append(os.path.join(path, name))
+    if not rel:
+        for name, entry in names.items():
+            if entry.is_dir(follow_symlinks=False):
+                if name.isidentifier():
+                    # A package: ``python -m`` imports NAME/__init__.py from the current directory.
+                    key = f"{name}/__init__.py"
+                    kind = _entry_kind(os.path.join(path, key))
+                    if kind != "absent":
+                        sources[key] = kind
+                        survey.modules[key] = name
+                continue
+            module = tool_sources.module_name(name)
+            if module is not None:
+                sources[name] = _kind_at(dir_fd, name)
+                survey.modules[name] = module
+    # Only string tests on most directories' entries: the walk's cost is per entry.
+    for name in [n for n in names if n.endswith(tool_sources.STANZA_SUFFIXES)]:
+        if names[name].is_dir(follow_symlinks=False):
+            continue
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=dir_fd)
+        except OSError:
+            continue
+        try:
+            head = _read_fd(fd, name, tool_sources.STANZA_HEAD)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        if tool_sources.has_stanza(head):
+            key = _key(rel, name)
+            sources[key] = _kind_at(dir_fd, name)
+            survey.stanza_scripts.append(os.path.join(path, name))
+            survey.stanza_keys.add(key)
 
 
 def _descend(survey: Survey, dir_fd: int, rel: str, name: str, depth: int, mode: str) -> None:
@@ -621,6 +696,8 @@ class LaterCodeAudit:
         self.roots: list[str] = []
         self.watched: list[str] = []
         self.before: dict[str, str] = {}
+        self.modules: dict[str, str] = {}  # path of a module at a root -> its module name
+        self.site_dirs: list[str] = []
 
     def start(self, roots: list[str], watched: list[str], own_venvs: tuple[str, ...] = ()) -> list[Survey]:
         self.roots = list(dict.fromkeys(roots))
@@ -637,6 +714,7 @@ class LaterCodeAudit:
                                 f"{found.sources['(walk)']}",
                                 "make it readable, or choose another --work/--rw")
         self.before = self._combine(surveys)
+        self._note(surveys)
         return surveys
 
     def _combine(self, surveys: list[Survey]) -> dict[str, str]:
@@ -645,10 +723,70 @@ class LaterCodeAudit:
             combined.update({os.path.join(found.root, k): v for k, v in found.sources.items()})
         return combined
 
+    def _note(self, surveys: list[Survey]) -> None:
+        for found in surveys:
+            self.modules.update({os.path.join(found.root, k): m for k, m in found.modules.items()})
+            self.site_dirs += [d for d in found.site_dirs if d not in self.site_dirs]
+
+    def changed(self) -> dict[str, tuple[str, str]]:
+        """{path: (before, after)} for every source of later code the run added, changed or
+        removed; a module at a root only when its name hides one found elsewhere."""
+        surveys = [survey(root, self.limit, self.own_venvs) for root in self.roots]
+        after = self._combine(surveys)
+        self._note(surveys)
+        out = {}
+        copies = _config_contents(self.before)
+        for name in changed_names(self.before, after):
+            module = self.modules.get(name)
+            if module is not None and not tool_sources.shadows(module, self._search_path()):
+                continue
+            new = after.get(name, "absent")
+            if _is_config_copy(name, new, copies):
+                continue
+            out[name] = (self.before.get(name, "absent"), new)
+        return out
+
+    def _search_path(self) -> list[str]:
+        """Where Python finds modules other than in the writable roots: this interpreter's
+        path (its venv) and the site-packages of the environments the walk found."""
+        path = [p for p in sys.path
+                if p.startswith("/") and not any(is_under(realpath(p), r) for r in self.roots)]
+        return path + self.site_dirs
+
     def changes(self) -> list[str]:
         """One line per source of later code the run added, changed or removed."""
-        after = self._combine([survey(root, self.limit, self.own_venvs) for root in self.roots])
-        return later_code_changes(self.before, after)
+        return change_lines(self.changed())
+
+
+def _content(fingerprint: str) -> str | None:
+    """A regular file's fingerprint without its mode and owner (what a copy keeps), or None."""
+    if not fingerprint.startswith("file:"):
+        return None
+    head, _, rest = fingerprint.partition("\0")
+    if " ino=" in head:
+        return None  # over 64 KiB: its content is not all known
+    return head + "\0" + rest.partition("\0")[2]
+
+
+def _config_contents(before: dict[str, str]) -> set[tuple[str, str]]:
+    """(file name, content) of every pytest config file before the run."""
+    found = set()
+    for path, fingerprint in before.items():
+        name = os.path.basename(path)
+        content = _content(fingerprint) if name in tool_sources.PYTEST_CONFIGS else None
+        if content is not None:
+            found.add((name, content))
+    return found
+
+
+def _is_config_copy(path: str, fingerprint: str, before: set[tuple[str, str]]) -> bool:
+    """Is PATH a byte-for-byte copy of a config file of the same name that was there before the
+    run? mutmut copies pyproject.toml and setup.cfg into mutants/ on every session: a copy
+    decides nothing its original does not. Not for a copy with a [tool.no-docker] table: its
+    relative --rw/--ro paths would name other places from another directory."""
+    name = os.path.basename(path)
+    content = _content(fingerprint) if name in tool_sources.PYTEST_CONFIGS else None
+    return content is not None and "tool.no-docker" not in content and (name, content) in before
 
 
 def home_link_targets(home: str, names: tuple[str, ...], roots: tuple[str, ...]) -> list[str]:
@@ -675,15 +813,30 @@ def home_link_targets(home: str, names: tuple[str, ...], roots: tuple[str, ...])
     return list(dict.fromkeys(found))
 
 
-def later_code_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
-    """One line per source of later code that the run added, changed or removed (pure)."""
-    lines = []
+def changed_names(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """The sources of later code whose fingerprint the run changed, in the order they are
+    shown (pure)."""
+    names = []
     # A directory's files before its "(git directory)" verdict: the file is what to look at.
     for name in sorted(set(before) | set(after), key=lambda n: n.replace("(git directory)", "~")):
         old, new = before.get(name, "absent"), after.get(name, "absent")
         if old != new and not (name.endswith("/modules") and set(new.split()) <= set(old.split())):
-            shown_old, shown_new = old.split("\0", 1)[0], new.split("\0", 1)[0]
-            if shown_old == shown_new:
-                shown_new += " (content changed)"
-            lines.append(f"{name}: {shown_old or 'none'} -> {shown_new or 'none'}")
+            names.append(name)
+    return names
+
+
+def change_lines(changed: dict[str, tuple[str, str]]) -> list[str]:
+    """One line per changed source: ``NAME: BEFORE -> AFTER`` (pure)."""
+    lines = []
+    for name, (old, new) in changed.items():
+        shown_old, shown_new = old.split("\0", 1)[0], new.split("\0", 1)[0]
+        if shown_old == shown_new:
+            shown_new += " (content changed)"
+        lines.append(f"{name}: {shown_old or 'none'} -> {shown_new or 'none'}")
     return lines
+
+
+def later_code_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """One line per source of later code that the run added, changed or removed (pure)."""
+    return change_lines({n: (before.get(n, "absent"), after.get(n, "absent"))
+                         for n in changed_names(before, after)})

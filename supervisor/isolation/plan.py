@@ -25,6 +25,7 @@ from .policy import (
     is_under,
     mount_layers,
 )
+from .tool_sources import cache_refusal
 
 # Always a fresh tmpfs (P3): where engines and session buses put their sockets.
 ALWAYS_HIDDEN = ("/run", "/tmp", "/var/tmp", "/dev/shm")
@@ -286,7 +287,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     home_real = realpath(home_outside) if home_outside.startswith("/") else ""
     writable_roots = (work, *rw)
     for flag, root in (("--work", work), *(("--rw", p) for p in rw)):
-        reason = runs_later_in_home(root, home_real)
+        reason = runs_later_in_home(root, home_real) or cache_refusal(root, home_real, environ)
         if reason:
             raise UsageError(f"{flag} {root}: refused, {reason} (P4)")
     for root in writable_roots:

@@ -24,8 +24,9 @@ options:
                       subdirectory of a git repository, pass the repository's root when CMD
                       needs git or files above it:  --work "$(git rev-parse --show-toplevel)"
   --rw DIR            also writable (repeatable); it must exist: mkdir -p it first.
-                      e.g. --rw ~/.cache/pip keeps pip's cache between runs. Not /proc,
-                      /sys, /dev or /run (the run has its own)
+                      Not /proc, /sys, /dev or /run (the run has its own), and not a cache
+                      whose content runs later (~/.cache/pip, ~/.npm, ~/.cargo...: give
+                      it as --ro, or let the run use its own throwaway one)
   --ro PATH           also visible, read-only (repeatable), e.g. a data set outside the work
                       dir: --ro /data/fixtures
   --keep-env NAME     pass the variable NAME in (repeatable), e.g. --keep-env CI. Variables
@@ -57,7 +58,7 @@ options:
 
 examples:
   no-docker run -- pytest -q
-  no-docker run --rw ~/.cache/pip --max-pids 2000 -- mutmut run
+  no-docker run --ro ~/.cache/pip --max-pids 2000 -- mutmut run
   no-docker run --work "$(git rev-parse --show-toplevel)" -- make check
   no-docker run --report run.json --quiet -- ./tests/run.sh
 

@@ -52,6 +52,9 @@ from ..errors import NoDockerError
 
 # Directories whose host contents must never be visible inside the guard.
 HIDDEN_DIRS = ("/run", "/var/run", "/tmp", "/var/tmp", "/dev/shm", "/var/spool/cron")
+# The real-engine guard: directories Podman writes to whatever its flags say, each behind an
+# overlay on a tmpfs inside the guard (``_overlay``).
+OVERLAID_DIRS = ("/var", "/etc/containers")
 # Engine directories under the real $HOME, hidden when $HOME itself cannot be (it holds the
 # toolchain or the repository).
 HOME_ENGINE_DIRS = (".docker", ".colima", ".rd", ".lima", ".orbstack", ".local/share/containers")
@@ -420,6 +423,32 @@ def toolchain_dirs() -> list[str]:
     return list(dict.fromkeys(dirs))
 
 
+def _overlay(config: Mapping) -> list[str]:
+    """The real-engine guard: ``/var`` and ``/etc/containers`` become overlays whose upper
+    layer is a tmpfs, so that whatever Podman writes there is thrown away with the guard's
+    mount namespace. Podman 4.3 writes ``/var/lib/containers/cache`` whatever ``--root`` says,
+    and ``/etc/containers/networks/netavark.lock`` without ``--network-config-dir`` (both
+    measured); a tmpfs over all of ``/var`` would also hide the ``/var/run -> /run`` link the
+    engine paths use.
+
+    overlayfs(5): the lower layer is only the file system mounted at the path (no submounts),
+    so a host engine's separate ``/var/lib/docker`` mount is not seen either. The hidden
+    directories under /var (``/var/tmp``...) get their own tmpfs on top afterwards."""
+    problems = []
+    for index, path in enumerate(config["overlays"]):
+        upper_fs = f"{config['overlay_dir']}/{index}"
+        os.makedirs(upper_fs, exist_ok=True)
+        _mount("tmpfs", upper_fs, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0700")
+        os.makedirs(f"{upper_fs}/upper")
+        os.makedirs(f"{upper_fs}/work")
+        host_dev = os.stat(path).st_dev
+        layers = f"lowerdir={path},upperdir={upper_fs}/upper,workdir={upper_fs}/work"
+        _mount("overlay", path, "overlay", 0, layers)
+        if os.stat(path).st_dev == host_dev:
+            problems.append(f"{path}: still the host's file system (no overlay over it)")
+    return problems
+
+
 def _hide(config: Mapping) -> list[str]:
     """Mount the tmpfs layers and re-bind the directories the caller shares. Returns problems."""
     problems = []
@@ -473,7 +502,7 @@ def _wait_for(path: str, proc: subprocess.Popen, timeout: float, stderr_path: st
     raise OSError(f"the canary was not ready within {timeout:.0f} s")
 
 
-def _reap_orphans(canary: subprocess.Popen) -> None:
+def _reap_orphans(canary: subprocess.Popen | None) -> None:
     """pid 1 of the guard: orphans of commands run with nsenter are reparented here."""
     while True:
         try:
@@ -482,7 +511,7 @@ def _reap_orphans(canary: subprocess.Popen) -> None:
             return
         if pid == 0:
             return
-        if pid == canary.pid:  # keep its real status for the message below
+        if canary is not None and pid == canary.pid:  # keep its real status for the message below
             canary.returncode = os.waitstatus_to_exitcode(status)
 
 
@@ -496,6 +525,10 @@ def _prepare(config: Mapping) -> tuple[list[str], list[str]]:
                 if ino == config["outer_ns"][name]]
     if problems:
         return problems, []
+    if config.get("overlays"):
+        problems = _overlay(config)
+        if problems:
+            return problems, []
     problems = _hide(config)
     if problems:
         return problems, []
@@ -537,7 +570,7 @@ def _verify_canary(config: Mapping, canary: subprocess.Popen, unix: list[str]) -
             "log_offset": log_offset, "unix": unix, "ns": _namespaces()}
 
 
-def _hold(canary: subprocess.Popen, wake_r: int, stopped: Callable[[], bool]) -> int:
+def _hold(canary: subprocess.Popen | None, wake_r: int, stopped: Callable[[], bool]) -> int:
     """Wait for the owner: its end of our stdin closes when it exits, even on SIGKILL."""
     while not stopped():
         readable, _, _ = select.select([0, wake_r], [], [], 1.0)
@@ -547,7 +580,7 @@ def _hold(canary: subprocess.Popen, wake_r: int, stopped: Callable[[], bool]) ->
         if 0 in readable and not os.read(0, 4096):
             break
         _reap_orphans(canary)
-        if canary.poll() is not None:
+        if canary is not None and canary.poll() is not None:
             sys.stderr.write(f"outer guard: the canary exited with status {canary.returncode}\n")
             return 1
     return 0
@@ -571,6 +604,12 @@ def holder_main(config_path: str) -> int:
         if problems:
             _write_atomically(ready, json.dumps({"ok": False, "problems": problems}))
             return 1
+        if config.get("real_engine"):
+            # No canary: the engine paths stay empty for the real engine the owner starts
+            # (real_engine.py), which then proves it alone answers there.
+            _write_atomically(ready, json.dumps({"ok": True, "problems": [], "canary_pid": 0, "listeners": [],
+                                                 "log_offset": 0, "unix": unix, "ns": _namespaces()}))
+            return _hold(None, wake_r, lambda: bool(stop))
         canary = _start_canary(config, unix)
         state = _verify_canary(config, canary, unix)
         _write_atomically(ready, json.dumps(state))
@@ -650,11 +689,16 @@ class OuterGuard:
     ``scratch`` names further existing directories (``/srv``, ``/var/lib/misc``...) that get an
     empty tmpfs of their own inside: a place where an engine may appear during a run in a
     directory the run sees (the lifetime cases), without writing to the host's.
+
+    ``real_engine=True`` (``prove --real-engine``, root only): no canary starts; the engine
+    paths are left empty (checked) for the throwaway Podman the owner starts, and ``/var`` and
+    ``/etc/containers`` are overlays on a tmpfs (see ``_overlay``). ``addresses`` then names every engine path
+    the guard checked, for the owner's only-this-engine check.
     """
 
     def __init__(self, log: Path, *, mode: str = "answer", userns: bool | None = None,
                  share: Sequence[Path] = (), canary: Sequence[str] | None = None,
-                 base: Path | None = None, scratch: Sequence[str] = ()) -> None:
+                 base: Path | None = None, scratch: Sequence[str] = (), real_engine: bool = False) -> None:
         if mode not in ("answer", "refuse"):
             raise ValueError(f"mode must be 'answer' or 'refuse', not {mode!r}")
         self.log = Path(log).absolute()
@@ -667,6 +711,10 @@ class OuterGuard:
                 raise ValueError(f"scratch {path!r}: must be an existing directory, by its real path")
         self._scratch = list(scratch)
         self._base = base
+        self.real_engine = real_engine
+        if real_engine and self.userns:
+            raise ValueError("a real engine runs only in a root outer guard (overlayfs, Podman rootful)")
+        self.addresses: dict[str, list[str]] = {}
         self._proc: subprocess.Popen | None = None
         self._stdin_w: int | None = None
         self.root: Path | None = None
@@ -726,7 +774,12 @@ class OuterGuard:
             tcp += [a for a in wanted.get("tcp", []) if a not in tcp]
             abstract += [n for n in wanted.get("abstract", []) if n not in abstract]
         self.layout = layout
+        self.addresses = {"unix": unix, "tcp": tcp, "abstract": abstract}
         return {
+            "real_engine": self.real_engine,
+            "overlays": [p for p in OVERLAID_DIRS if os.path.isdir(p) and not os.path.islink(p)]
+            if self.real_engine else [],
+            "overlay_dir": str(root / "overlays"),
             "outer_ns": {name: _ns_inode("self", name) for name in ("mnt", "net", "pid")},
             "hide": hide,
             "host_dev": host_dev,

@@ -20,7 +20,7 @@ from conftest import (
     no_docker_argv,
     parse_route_log,
 )
-from no_docker.supervisor.proving.prove import tree_digest
+from no_docker.supervisor.proving.prove import LATER_RUN_FILES, refused_to_start, tree_digest
 
 ROUTES = declared_route_ids("network") + declared_route_ids("persistence")
 LIFETIME = lifetime_route_ids()
@@ -42,7 +42,7 @@ def isolated(module_guard):
                                 cwd=work, timeout=300)
     stderr = done.stderr.decode(errors="replace").strip()
     # A run that never started shows nothing about routes: a set-up error, not a T-03 result.
-    assert done.returncode != 125, f"no-docker run refused to start: {stderr[-600:]}"
+    assert not refused_to_start(done.returncode, stderr), f"no-docker run refused to start: {stderr[-600:]}"
     # The engines the lifetime harness moved are witnesses too: their records count.
     records = module_guard.records() + phase.records()
     after = tree_digest(*roots)
@@ -68,8 +68,10 @@ def isolated(module_guard):
 def test_mutant_ran_to_its_end_under_run(isolated):
     done = isolated["done"]
     stderr = done.stderr.decode(errors="replace")
-    assert done.returncode != 125, f"no-docker run refused: {stderr.strip()[-600:]}"
-    assert done.returncode == 0, f"the mutant exited {done.returncode}: {stderr.strip()[-600:]}"
+    assert not refused_to_start(done.returncode, stderr), f"no-docker run refused: {stderr.strip()[-600:]}"
+    # The mutant leaves what the next pytest outside would read (issue 25): found after the run,
+    # moved aside, 125 with the line that says so. Otherwise the mutant's own status.
+    assert done.returncode == 125, f"the mutant exited {done.returncode}: {stderr.strip()[-600:]}"
     assert isolated["log"], "the mutant wrote no route log inside the run"
 
 
@@ -111,3 +113,12 @@ def test_persistence_files_unchanged(isolated):
     before, after = isolated["before"], isolated["after"]
     changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
     assert changed == [], f"files that run later outside were changed: {changed}"
+
+
+def test_what_the_next_pytest_reads_is_moved_aside(isolated, module_guard):
+    work = module_guard.base / "work"
+    left = [name for name in LATER_RUN_FILES if (work / name).exists()]
+    assert left == [], f"left in the work dir for the next command outside: {left}"
+    moved = sorted(str(p.relative_to(work)) for p in (work / ".no-docker-quarantine").rglob("*")
+                   if p.is_file())
+    assert all(any(m.endswith("/" + name) for m in moved) for name in LATER_RUN_FILES), moved

@@ -8,6 +8,7 @@ every directory of the work dir for what git would accept as a repository: 125, 
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from isolation_cases import require_bwrap, run
@@ -34,6 +35,16 @@ def test_a_bare_layout_left_in_the_work_dir_is_named(tmp_path, layout):
     later = json.loads(report.read_text())["later_code"]
     assert f"{work}/(git directory): absent -> a repository git would use" in later, later
     assert any(line.startswith(f"{work}/config: absent -> file:[core]") for line in later), later
-    # The route is real: git outside now reads the run's config (and starts its pager).
+    # Moved aside (issue 25): git outside runs nothing of it.
+    assert "moved aside to" in result.stderr, result.stderr
     git_outside(["branch"], work, tty=True)
+    assert not marker.exists(), "git outside ran what the refused run left"
+    # The route is real: the same plant made outside, in a fresh copy; git there runs the pager.
+    control = tmp_path / "control"
+    if layout == "repo":
+        repo(control)
+    else:
+        control.mkdir()
+    subprocess.run(["sh", "-c", script], cwd=control, env=GIT_ENV, timeout=60, check=True)
+    git_outside(["branch"], control, tty=True)
     assert marker.exists(), "the planted layout was not git's repository after all"

@@ -7,6 +7,7 @@ commondir used to be audited; the walk fingerprints the commondir of every git d
 from __future__ import annotations
 
 import json
+import subprocess
 
 from isolation_cases import require_bwrap, run
 from later_code_cases import GIT_ENV, evil_config, git, git_outside, repo
@@ -28,5 +29,11 @@ def test_a_commondir_planted_in_a_submodule_gitdir_is_named(tmp_path):
     later = json.loads(report.read_text())["later_code"]
     assert any(line.startswith(f"{work}/.git/modules/sub/commondir: absent -> file:{work}/evil")
                for line in later), later
+    # Undone (issue 25): the commondir is moved aside, so git outside runs nothing of it.
+    assert "none of it runs later" in result.stderr, result.stderr
+    git_outside(["status"], work / "sub")
+    assert not marker.exists(), "git outside ran what the refused run left"
+    # The route is real: the same plant made outside, and git in the submodule runs it.
+    subprocess.run(["sh", "-c", "rm -rf evil; " + script], cwd=work, env=GIT_ENV, timeout=60, check=True)
     git_outside(["status"], work / "sub")
     assert marker.exists(), "git in the submodule did not take the planted common dir"

@@ -9,6 +9,7 @@ every writable root, that common dir included."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 from isolation_cases import require_bwrap, run
 from later_code_cases import GIT_ENV, evil_config, git, git_outside, repo
@@ -30,5 +31,10 @@ def test_a_worktree_run_cannot_redirect_the_main_checkout(tmp_path):
     assert result.returncode == 125, (result.returncode, result.stderr)
     later = json.loads(report.read_text())["later_code"]
     assert any(line.startswith(f"{common}/commondir: absent -> file:evil") for line in later), later
+    assert "none of it runs later" in result.stderr, result.stderr  # undone (issue 25)
+    git_outside(["status"], main)
+    assert not marker.exists(), "git outside ran what the refused run left"
+    # The route is real: the same plant made outside, and git in the main checkout runs it.
+    subprocess.run(["sh", "-c", f"rm -rf {common}/evil; " + script], cwd=work, env=GIT_ENV, timeout=60)
     git_outside(["status"], main)
     assert marker.exists(), "git in the main checkout did not take the planted common dir"

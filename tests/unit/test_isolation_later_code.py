@@ -81,9 +81,17 @@ def test_what_a_run_leaves_for_git_outside_is_named(tmp_path, route):
         subprocess.run(["sh", "-c", script], cwd=repo, env=GIT_ENV, check=True,
                        timeout=120)  # the same, unsandboxed
     else:
-        # run.py takes the same fingerprint before and after: the run is not reported clean.
+        # run.py takes the same fingerprint before and after: the run is not reported clean,
+        # and what it left is moved aside (issue 25: a 125 alone is walked past).
         assert result.returncode == 125, result.stderr
         assert "P4 not proven: the run left code that runs later, outside" in result.stderr, result.stderr
+        assert "moved aside to" in result.stderr and "none of it runs later" in result.stderr, result.stderr
+        assert later_code.later_code_changes(before, later_code.later_code_sources(str(repo))) == []
+        if route != "envrc":
+            subprocess.run(["git", "status"], cwd=repo, env=GIT_ENV, capture_output=True, timeout=60)
+            assert not marker.exists(), "git outside ran what the refused run left"
+        subprocess.run(["sh", "-c", "rm -rf sub evil evilgit; " + script], cwd=repo, env=GIT_ENV,
+                       check=True, timeout=120)  # the control: the same, unsandboxed
     changes = later_code.later_code_changes(before, later_code.later_code_sources(str(repo)))
     assert changes, "the run left code for later and the audit did not see it"
     if route != "envrc":

@@ -236,7 +236,7 @@ def test_a_venv_in_the_work_dir_cannot_be_given_code_for_the_next_run(tmp_path, 
         # Neither the supervisor's own environment nor the walk's venvs protected, nor audited.
         code += ("import no_docker.supervisor.isolation.plan as plan\nplan.python_roots = lambda *paths: []\n"
                  "import no_docker.supervisor.isolation.later_code as lc\n"
-                 "lc.Survey.protect = lambda self: []\nlc.LaterCodeAudit.changes = lambda self: []\n")
+                 "lc.Survey.protect = lambda self: []\nlc.LaterCodeAudit.changed = lambda self: {}\n")
     code += f"sys.exit(cli.main(['run', '--quiet', '--', {python!r}, '-c', {PLANT!r}]))\n"
     import subprocess
 

@@ -144,8 +144,13 @@ def test_a_run_that_rewrites_the_config_is_not_proven(tmp_path):
     _write(tmp_path, "quiet = true\n")
     script = "printf '[tool.no-docker]\\nrw = [\"/root/.ssh\"]\\n' > pyproject.toml"
     result = run_no_docker(["--", "sh", "-c", script], cwd=tmp_path)
+    # The work dir's own config file is read-only inside (issue 25); one in a subdirectory,
+    # which a run started there would read, is audited, refused and moved aside.
+    assert "Read-only file system" in result.stderr, result.stderr
+    assert "/root/.ssh" not in (tmp_path / "pyproject.toml").read_text()
+    (tmp_path / "sub").mkdir()
+    result = run_no_docker(["--", "sh", "-c", script.replace("pyproject.toml", "sub/pyproject.toml")],
+                           cwd=tmp_path)
     assert result.returncode == 125, result.stderr
-    assert "pyproject.toml [tool.no-docker] (the next run's defaults)" in result.stderr
-    _write(tmp_path, "quiet = true\n")
-    untouched = run_no_docker(["--", "sh", "-c", "echo '# a comment' >> pyproject.toml"], cwd=tmp_path)
-    assert untouched.returncode == 0, untouched.stderr  # the table itself is the same
+    assert f"{tmp_path}/sub/pyproject.toml: absent -> file:[tool.no-docker]" in result.stderr, result.stderr
+    assert "moved aside to" in result.stderr and not (tmp_path / "sub" / "pyproject.toml").exists()

@@ -254,7 +254,7 @@ def test_prove_bad_arguments_are_a_usage_error():
     done = subprocess.run([sys.executable, "-m", "no_docker.supervisor.cli", "prove", "--bogus"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
-    expected = "no-docker: prove: unknown argument '--bogus'; usage: no-docker prove [--json]"
+    expected = "no-docker: prove: unknown argument '--bogus'; usage: no-docker prove [--real-engine] [--json]"
     assert done.stderr.strip() == expected
     assert "Traceback" not in done.stderr
 

@@ -116,8 +116,8 @@ def main() -> int:
          {"supervisor/isolation/plan.py": regex(r"^(\s*)(draft = Policy\()", r"\1protected.clear()\n\1\2"),
           "supervisor/isolation/probe.py": early_return("p4_writes"),
           "supervisor/isolation/later_code.py": regex(
-              r"^(    def changes\(self\) -> list\[str\]:\n        \"\"\".*\"\"\"\n)",
-              r"\1        return []\n")})
+              r"^(    def changed\(self\) -> dict\[str, tuple\[str, str\]\]:\n(?:        .*\n)*?.*\"\"\"\n)",
+              r"\1        return {}\n")})
     make("t05-guard-without-ssh-host.patch",
          [f"{T5_ROUTE}[ssh-host]"],
          "the outer guard no longer provides its ssh stand-in (the remote host of DOCKER_HOST=ssh://), "

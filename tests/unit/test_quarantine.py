@@ -1,0 +1,114 @@
+"""After a refusal, what the run left is moved aside and what it replaced put back
+(supervisor/isolation/quarantine.py): the fingerprint round trip, and the undo on real files."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import given
+from hypothesis import strategies as st
+from no_docker.supervisor import run
+from no_docker.supervisor.isolation import later_code, quarantine
+
+
+@given(st.binary(max_size=2000), st.sampled_from([0o644, 0o600, 0o755]))
+def test_a_kept_file_comes_back_byte_for_byte(tmp_path_factory, data, mode):
+    root = tmp_path_factory.mktemp("q")
+    path = root / "pytest.ini"
+    path.write_bytes(data)
+    path.chmod(mode)
+    before = later_code._entry_kind(str(path))
+    how = quarantine.restorable(before)
+    assert how is not None and how[0] == "file" and int(how[1], 8) == mode
+    path.write_bytes(b"[pytest]\naddopts = -p no:no_docker\n")
+    undo = quarantine.put_back({str(path): (before, later_code._entry_kind(str(path)))}, [str(root)], "r1")
+    assert undo.failed == [] and path.read_bytes() == data and (path.stat().st_mode & 0o777) == mode
+    assert later_code._entry_kind(str(path)) == before
+    assert (root / quarantine.QUARANTINE / "r1" / "pytest.ini").read_bytes().startswith(b"[pytest]")
+
+
+def test_restorable_says_what_cannot_come_back():
+    assert quarantine.restorable("absent") == ("absent",)
+    assert quarantine.restorable("dir") == ("dir",)
+    assert quarantine.restorable("symlink:../x") == ("symlink", "../x")
+    assert quarantine.restorable("special:10000 ctime=1") is None
+    assert quarantine.restorable("file:x (70000 bytes) ino=1 ctime=2\0644 0 0\0xx") is None
+    assert quarantine.restorable("file:x (1 bytes)\0garbage\0x") is None
+
+
+def test_a_new_file_is_moved_aside_at_its_relative_path(tmp_path):
+    (tmp_path / "sub").mkdir()
+    new = tmp_path / "sub" / "pyproject.toml"
+    new.write_text("[tool.no-docker]\nquiet = true\n")
+    changed = {str(new): ("absent", later_code._entry_kind(str(new)))}
+    undo = quarantine.put_back(changed, [str(tmp_path)], "r2")
+    assert not new.exists() and undo.moved == [str(new)] and undo.restored == []
+    kept = tmp_path / quarantine.QUARANTINE / "r2" / "sub" / "pyproject.toml"
+    assert kept.read_text().startswith("[tool.no-docker]")
+    assert (os.stat(tmp_path / quarantine.QUARANTINE).st_mode & 0o777) == 0o700
+    assert quarantine.describe(undo) == f"moved aside to {tmp_path}/{quarantine.QUARANTINE}/r2 (1)"
+
+
+def test_the_undo_goes_through_no_link(tmp_path):
+    # The run turned sub/ into a link to a directory outside the root: nothing is moved there.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "pytest.ini").write_text("outside's own\n")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "sub").symlink_to(outside)
+    undo = quarantine.put_back({str(root / "sub" / "pytest.ini"): ("absent", "file:x")}, [str(root)], "r3")
+    assert undo.failed and (outside / "pytest.ini").read_text() == "outside's own\n", undo.failed
+
+
+def test_a_path_outside_every_root_is_never_touched(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    undo = quarantine.put_back({str(victim): ("absent", "file:x")}, [str(tmp_path / "root")], "r4")
+    assert victim.read_text() == "mine\n" and undo.failed
+
+
+def test_the_line_says_what_was_undone_or_what_is_left():
+    undo = quarantine.Undo()
+    undo.moved, undo.quarantines = ["/w/pytest.py"], ["/w/.no-docker-quarantine/r"]
+    assert run.undo_words(undo, []) == (
+        "moved aside to /w/.no-docker-quarantine/r (1): none of it runs later (look at it there)")
+    left = run.undo_words(undo, ["/w/big.bin: its earlier content was not kept"])
+    assert "NOT undone: /w/big.bin" in left
+    assert "inspect it before running git, pytest, pip or a shell" in left
+    assert run.undo_words(None, []).startswith("inspect it")
+
+
+def test_a_copy_of_an_existing_config_is_not_a_change(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\nno_docker = true\n")
+    audit = later_code.LaterCodeAudit()
+    audit.start([str(tmp_path)], [])
+    (tmp_path / "mutants").mkdir()
+    (tmp_path / "mutants" / "pyproject.toml").write_text("[tool.pytest.ini_options]\nno_docker = true\n")
+    assert audit.changes() == []
+    (tmp_path / "mutants" / "pyproject.toml").write_text("[tool.pytest.ini_options]\nno_docker = false\n")
+    assert [c.split(":")[0] for c in audit.changes()] == [f"{tmp_path}/mutants/pyproject.toml"]
+
+
+def test_a_copy_with_a_no_docker_table_is_a_change(tmp_path):
+    text = '[tool.no-docker]\nrw = ["../data"]\n'
+    (tmp_path / "pyproject.toml").write_text(text)
+    audit = later_code.LaterCodeAudit()
+    audit.start([str(tmp_path)], [])
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pyproject.toml").write_text(text)
+    assert audit.changes() != []
+
+
+def test_a_module_that_hides_nothing_is_the_projects_own(tmp_path):
+    (tmp_path / "mymod_t25.py").write_text("x = 1\n")
+    audit = later_code.LaterCodeAudit()
+    audit.start([str(tmp_path)], [])
+    (tmp_path / "mymod_t25.py").write_text("x = 2  # a mutant\n")
+    (tmp_path / "other_t25.py").write_text("")
+    assert audit.changes() == []
+    (tmp_path / "json.py").write_text("")
+    (tmp_path / "pytest").mkdir()
+    (tmp_path / "pytest" / "__init__.py").write_text("")
+    assert sorted(c.split(":")[0] for c in audit.changes()) == [f"{tmp_path}/json.py",
+                                                               f"{tmp_path}/pytest/__init__.py"]
