@@ -42,6 +42,8 @@ EXIT_FAILED = 1
 # finds them after the run, moves them aside and ends 125 with UNDONE_WORDS; they must be gone.
 LATER_RUN_FILES = ("pytest.py", "pytest.ini", "no-docker-route-sub/pyproject.toml")
 UNDONE_WORDS = "none of it runs later"
+# Their routes: written in the work dir (which outlives the run), so "thrown away" would be wrong.
+LATER_RUN_ROUTES = ("python-m-module", "pytest-config", "subdir-config")
 
 
 def refused_to_start(status: int, stderr: str) -> bool:
@@ -256,7 +258,9 @@ def persistence_row(route_id: str, control_log: Mapping[str, tuple[str, str]],
         isolated, isolated_ok = f"FILES CHANGED OUTSIDE ({len(changed)})", False
         isolated_why = "; ".join(changed)
     else:
-        inside = {"written": "written inside, thrown away", "blocked": "the write was refused",
+        written = ("written in the work dir, moved aside at the end" if route_id in LATER_RUN_ROUTES
+                   else "written inside, thrown away")
+        inside = {"written": written, "blocked": "the write was refused",
                   "unavailable": "unavailable inside too"}.get(i_outcome, i_outcome)
         isolated_why = plain_reason(i_detail) if i_outcome == "unavailable" else ""
         isolated, isolated_ok = f"outside unchanged ({inside})", True

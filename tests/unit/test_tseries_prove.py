@@ -278,4 +278,7 @@ def test_persistence_rows_read_plainly():
     assert rows["git-config"].isolated == "outside unchanged (the write was refused)"
     assert rows["crontab"].isolated == "outside unchanged (unavailable inside too)"
     assert rows["crontab"].control_why == "crontab is not installed on this machine (not on PATH)"
+    later = pv.persistence_row("pytest-config", {"pytest-config": ("written", "")},
+                               {"pytest-config": ("written", "")}, [])
+    assert later.isolated == "outside unchanged (written in the work dir, moved aside at the end)"
     assert rows["crontab"].control_ok is None
