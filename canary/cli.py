@@ -23,14 +23,35 @@ class _Parser(argparse.ArgumentParser):
         raise CanaryUsageError(f"{command}: {message}" if command else message)
 
 
+HELP_FLAG = {"action": "help", "help": "this help"}
+
+CANARY_EPILOG = """\
+examples:
+  no-docker canary serve --unix /tmp/d.sock --log canary.jsonl --ready ready.json
+  DOCKER_HOST=unix:///tmp/d.sock docker ps     (in another shell: the canary records it)
+  no-docker canary show canary.jsonl
+
+exit status: 0 done; 1 the canary cannot do its job (a socket it cannot bind, a log it cannot
+open or read); 2 usage. docs/canary.md has the log's schema."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="no-docker canary", description="A fake Docker/Podman engine that records "
-                     "every attempt before it answers.")
-    commands = parser.add_subparsers(dest="command", metavar="serve|show", parser_class=_Parser)
-    serve = commands.add_parser("serve", help="listen and record", description="Listen on every given "
-                                "address in one process; write each record to --log before answering. "
-                                "Once every listener accepts, one line on stderr says so (where it "
-                                "listens, its pid, the log); nothing is printed on stdout.")
+    parser = _Parser(prog="no-docker canary", usage="no-docker canary serve|show ...",
+                     description="A fake Docker/Podman engine that records every attempt before it\n"
+                     "answers (it never runs, pulls or removes anything).", epilog=CANARY_EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    parser.add_argument("-h", "--help", **HELP_FLAG)
+    commands = parser.add_subparsers(dest="command", metavar="serve|show", parser_class=_Parser,
+                                     title="commands")
+    serve = commands.add_parser(
+        "serve", prog="no-docker canary serve", help="listen on engine addresses and record every attempt",
+        add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Listen on every given address in one process; write each record to --log before\n"
+        "answering. Once every listener accepts, one line on stderr says so (where it listens, its\n"
+        "pid, the log); nothing is printed on stdout.",
+        epilog="example:\n  no-docker canary serve --unix /tmp/d.sock --tcp 127.0.0.1:0 --log canary.jsonl "
+        "--ready ready.json\n\nexit status: 0 stopped (SIGINT, SIGTERM); 1 a listener or the log failed; "
+        "2 usage.")
     serve.add_argument("--unix", action="extend", nargs="+", default=[], metavar="PATH",
                        help="unix socket path (parent directories are created)")
     serve.add_argument("--tcp", action="extend", nargs="+", default=[], metavar="HOST:PORT",
@@ -45,11 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
                        "listener accepts")
     serve.add_argument("--idle-timeout", type=float, default=30.0, metavar="SECONDS",
                        help="hang up on a connection silent this long (default 30)")
-    show = commands.add_parser("show", help="print the log as a table",
-                               description="A table of requests and raw records, and counts per "
-                               "listener and per route id.")
-    show.add_argument("log", type=Path, metavar="LOG")
-    show.add_argument("--json", action="store_true", help="print the summary as JSON")
+    serve.add_argument("-h", "--help", **HELP_FLAG)
+    from .show import COLUMNS
+
+    show = commands.add_parser(
+        "show", prog="no-docker canary show", help="print what reached the canary as a table", add_help=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="A table of the requests and raw records of a canary log, then counts per\n"
+        "listener and per route id.",
+        epilog=f"{COLUMNS}\n\nexamples:\n  no-docker canary show canary.jsonl\n"
+        "  no-docker canary show canary.jsonl --json | python3 -m json.tool\n\n"
+        "exit status: 0 shown; 1 LOG cannot be read or holds no record; 2 usage.")
+    show.add_argument("log", type=Path, metavar="LOG", help="a canary log (the --log of canary serve)")
+    show.add_argument("--json", action="store_true", help="the rows and counts as one JSON object")
+    show.add_argument("-h", "--help", **HELP_FLAG)
     return parser
 
 

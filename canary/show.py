@@ -9,6 +9,27 @@ from typing import Any
 
 from .records import LogLine, Record, route_of
 
+# What `canary show`'s table says, for its --help (canary/cli.py) and docs/canary.md.
+COLUMNS = """\
+columns:
+  SEQ       the record's number in the log; the connection records are numbered too but are
+            not rows (they give PEER), so SEQ skips them
+  TIME      when the canary wrote it (HH:MM:SS.mmm, UTC)
+  LISTENER  the socket it arrived on (a path, @abstract-name or HOST:PORT)
+  PEER      who connected: the pid of the client process (SO_PEERCRED, as the canary's pid
+            namespace numbers it) on a unix or abstract socket, HOST:PORT on TCP
+  STATUS    the HTTP status the canary answered (empty for raw bytes)
+  ROUTE     the route id the request carried (X-No-Docker-Route, ?route=, a label): which
+            route of a payload it was
+  REQUEST   what arrived: METHOD PATH?QUERY, `raw: ...` for bytes that are not HTTP/1 (a TLS
+            hello, an HTTP/2 preface), `unsent: ...` for answers the client did not wait for;
+            never cut
+
+Then the counts per listener (connections, requests, raw records) and per route id. Not
+shown: listeners that got nothing (the log has no record of them: see the ready file), and
+which requests would have destroyed something (read METHOD and PATH: `POST
+/containers/prune`, `DELETE /images/...`); the canary answered every one without doing it."""
+
 
 @dataclass(frozen=True)
 class Row:

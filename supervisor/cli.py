@@ -45,7 +45,8 @@ def usage() -> str:
     width = max(len(name) for name in COMMANDS)
     lines = ["usage: no-docker COMMAND [ARG...]", "", "commands:"]
     lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
-    lines += ["", "no-docker COMMAND --help shows the options of one command.",
+    lines += ["", "options:", "  --version   print no-docker's version", "  -h, --help  this help",
+              "", "no-docker COMMAND --help shows the options of one command.",
               "Exit status: the command's own; 125 not proven; 126/127 not executable/not found; 2 usage."]
     return "\n".join(lines)
 

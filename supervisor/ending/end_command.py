@@ -50,13 +50,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="no-docker end", description=DESCRIPTION, epilog=EPILOG,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="no-docker end", usage="no-docker end [RUN_ID...] [--all] [--force] [--timeout SECONDS]",
+                description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                add_help=False)
     p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to end (see: no-docker runs)")
     p.add_argument("--all", action="store_true", help="every run whose owner is gone")
     p.add_argument("--force", action="store_true", help="also end runs whose supervisor is alive")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"give up proving after this long (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument("-h", "--help", action="help", help="this help")
     return p
 
 

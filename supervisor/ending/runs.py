@@ -28,6 +28,34 @@ from .membership import LiveTable
 from .procfs import ProcFS, ProcfsError
 from .snapshot import Identity, Verdict, take_pass, verdict
 
+DESCRIPTION = """\
+List the runs on this machine (the markers in the state dir) and what each is doing. Every run
+that is not simply running gets a second line: what `no-docker end` will do with it. Nothing is
+signalled: the members are found by one pass of the ending's own scan.
+
+columns:
+  RUN_ID   the run's id: what `no-docker end RUN_ID` takes
+  STATUS   running   its supervisor is alive
+           stale     its supervisor is gone (killed): processes of the run may be left, and
+                     new runs refuse to start until `no-docker end` ends it
+           unended   its supervisor could not show the ending (it exited 125 and printed
+                     `no-docker end RUN_ID`)
+           rebooted  from an earlier boot: nothing of it is left
+           elsewhere started in another pid namespace (a state dir shared with a container)
+           corrupt   its marker cannot be read
+  MEMBERS  processes of the run seen now (? when that cannot be told; a lower bound while
+           the run's init lives)
+  CPU      CPU time (user + system) of those processes; RSS their resident memory
+  AGE      since the run started; WORK its work dir; COMMAND what it runs"""
+
+EPILOG = """\
+examples:
+  no-docker runs                      the table (nothing printed but "no runs" when there are none)
+  no-docker runs --json | python3 -m json.tool
+
+exit status: 0 listed (also when there are none); 125 the state dir cannot be trusted (the
+line says why); 2 usage."""
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
@@ -167,11 +195,10 @@ def _age(seconds: float) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = _Parser(prog="no-docker runs",
-                description="List the runs on this machine: state, members, CPU, memory, age, work dir. "
-                            "A stale run (its supervisor is gone) says what `no-docker end` will do.",
-                epilog="example: no-docker runs --json | python3 -m json.tool")
-    p.add_argument("--json", action="store_true", help="one JSON array on stdout")
+    p = _Parser(prog="no-docker runs", usage="no-docker runs [--json]", description=DESCRIPTION,
+                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    p.add_argument("--json", action="store_true", help="one JSON array on stdout, one object per run")
+    p.add_argument("-h", "--help", action="help", help="this help")
     args = p.parse_args(argv)
     state = markers.state_dir()
     # An existing state dir is verified before its markers are believed (owner, 0700, no link).

@@ -43,7 +43,8 @@ anywhere else (outside a run, or inside a weaker sandbox) it exits 125 and names
 property that failed. Nothing after a failure is tried.
 
 options:
-  --json      one JSON object on stdout: inside_run, proven, properties [{{id, name, state, detail}}]
+  --json      one JSON object on stdout: inside_run, proven, properties [{{id, name, state, detail}}];
+              detail says what was tried and what the kernel answered (why, for a failure)
   -h, --help  this help
 
 properties:
@@ -67,10 +68,25 @@ def load_plan(path: str = PLAN_PATH) -> dict[str, list[str]]:
         return {}
 
 
+def p5_detail(status_text: str) -> str:
+    """What P5's checks read and tried, from the kernel's /proc/self/status (proc(5)); the
+    tries themselves (setgroups, setuid modes, io_uring, openat2, keyctl, ptrace, the init's
+    memory) only pass when each was refused."""
+    lines = (line.partition(":") for line in status_text.splitlines())
+    fields = {key: value.strip() for key, _, value in lines}
+    caps = ", ".join(f"{name} {fields.get(name, '?')}" for name in ("CapEff", "CapPrm", "CapBnd", "CapAmb"))
+    return (f"{caps}; NoNewPrivs {fields.get('NoNewPrivs', '?')}; Seccomp {fields.get('Seccomp', '?')} "
+            "(2: a filter); setgroups() refused; the run's syscall filter tried (setuid and setgid modes "
+            "where a directory is writable, io_uring, openat2, keyctl, ptrace): each refused")
+
+
 def render(rows: list[tuple[str, str, str]]) -> str:
+    """The table: a proven row is its name only (``--json`` has what was tried), a failed or
+    untried one says why."""
     width = max(len(state) for _, state, _ in rows)
-    return "\n".join(f"{prop:<4} {state:<{width}}  {NAMES.get(prop, '')}{f' ({detail})' if detail else ''}"
-                     .rstrip() for prop, state, detail in rows)
+    return "\n".join(f"{prop:<4} {state:<{width}}  {NAMES.get(prop, '')}"
+                     f"{f' ({detail})' if detail and state != 'proven' else ''}".rstrip()
+                     for prop, state, detail in rows)
 
 
 def main(argv: list[str]) -> int:
@@ -85,6 +101,13 @@ def main(argv: list[str]) -> int:
             raise UsageError(f"check: unknown argument {arg!r}; {USAGE} (no-docker check --help)")
     plan = load_plan()
     rows = probe.Probe(plan, gate=False).table()
+    try:
+        with open("/proc/self/status") as f:
+            status = f.read()
+    except OSError:
+        status = ""
+    rows = [(prop, state, p5_detail(status) if (prop, state, detail) == ("P5", "proven", "") and status
+             else detail) for prop, state, detail in rows]
     failed = [row for row in rows if row[1] == "failed"]
     if as_json:
         import json

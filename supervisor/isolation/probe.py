@@ -574,8 +574,14 @@ class Probe:
         self.sudo_pid: int | None = None
         self.userns_try: tuple[int, int] | None = None  # (pid, read end) of the P9 try
         self._netns_cookie: int | None = None
+        # prop -> what was tried and what the kernel answered, for `check`'s detail (a few
+        # appends per proof: the gate pays nothing that shows)
+        self.said: dict[str, list[str]] = {}
 
     # helpers
+    def tell(self, prop: str, text: str) -> None:
+        self.said.setdefault(prop, []).append(text)
+
     def mounts(self) -> list[tuple[str, bool, str, str]]:
         if self._mounts is None:
             try:
@@ -615,6 +621,7 @@ class Probe:
             raise NotProven(prop, "no run plan names the outside namespaces (not inside a no-docker run)")
         if inside == outside or inside == INIT_NS.get(name):
             raise NotProven(prop, f"same {name} namespace as outside ({inside})")
+        self.tell(prop, f"{name} namespace {inside}, outside {outside}")
 
     # P1: own pid namespace, /proc shows only the run
     def p1(self) -> None:
@@ -627,6 +634,7 @@ class Probe:
                                 "not only the run")
         if 1 not in pids:
             raise NotProven("P1", "/proc has no pid 1: it is not this namespace's /proc")
+        self.tell("P1", f"/proc shows {len(pids)} processes, pid 1 among them")
 
     # P5: no capabilities, no_new_privs, no privilege gain
     def p5(self) -> None:
@@ -713,6 +721,8 @@ class Probe:
         if code != errno.ECONNREFUSED:
             raise NotProven("P12", f"connect to the sentinel {sentinel}: {errname(code)} instead of the "
                             "mediation's refusal")
+        self.tell("P12", f"connect() to the sentinel {sentinel}, listening outside: ECONNREFUSED "
+                  "(the mediation's answer)")
 
     # P13: no socket family that no network namespace confines. AF_VSOCK reaches the
     # hypervisor host and its VMs (Docker Desktop's engine) from any namespace; the run's
@@ -727,6 +737,7 @@ class Probe:
                 if err.errno not in (errno.EAFNOSUPPORT, errno.EPERM, errno.EOPNOTSUPP):
                     raise NotProven("P13", f"{label}(AF_VSOCK) failed with {err} instead of being "
                                     "refused") from err
+                self.tell("P13", f"{label}(AF_VSOCK): {errname(err.errno)}")
                 continue
             for sock in made if isinstance(made, tuple) else (made,):
                 sock.close()
@@ -773,6 +784,8 @@ class Probe:
             if name in DENIED_NAMES or (name.startswith(DENIED_PREFIXES) and name != "DOCKER_CONFIG"):
                 raise NotProven("P6", f"${name} is set inside the run")
         if not self.gate:
+            self.tell("P6", f"{len(environ)} variables read, none denied (DOCKER_*, KUBECONFIG, "
+                      "SSH_AUTH_SOCK, LD_PRELOAD, ...)")
             return  # a run's commands may change HOME or DOCKER_CONFIG for their own children
         config = environ.get("DOCKER_CONFIG", "")
         if config != one(self.plan, "docker_config") or not config:
@@ -785,6 +798,7 @@ class Probe:
             raise NotProven("P6", f"DOCKER_CONFIG {config} is not empty: {sorted(entries)[:3]}")
         if environ.get("HOME") != one(self.plan, "home"):
             raise NotProven("P6", f"HOME is {environ.get('HOME')!r}, not the run's empty home")
+        self.tell("P6", f"{len(environ)} variables read, none denied")
 
     def own_netns_cookie(self) -> int | None:
         if self._netns_cookie is None:
@@ -828,6 +842,8 @@ class Probe:
                 peer, bytes) else peer
             if named:
                 raise NotProven("P7", f"fd {fd} is a socket connected to {peer!r} outside the run")
+        self.tell("P7", "fds 0-2 read (fstat, SO_NETNS_COOKIE): none a socket of another network "
+                  "namespace or connected to a listener")
 
     def p7_held(self, held: Held) -> None:
         """P7 on the held sandbox: every descriptor that would cross an exec is 0-2 or one that
@@ -857,6 +873,7 @@ class Probe:
                                 "connect or send outside the run")
             if (st.st_dev, st.st_ino) != expected:
                 raise NotProven("P7", f"fd {fd} of the run is not what no-docker gave it")
+        self.tell("P7", "only fds 0-2 cross in, each what no-docker gave, none a socket")
 
     # P8: new session; the only terminal the run holds is its own (the pty no-docker relays,
     # made the controlling terminal of the command's session here); no other terminal visible
@@ -882,6 +899,7 @@ class Probe:
             if pgrp <= 0 or not os.path.exists(f"/proc/{pgrp}"):
                 raise NotProven("P8", "/dev/tty opens: the run's controlling terminal belongs to a "
                                 "session outside the run")
+        self.tell("P8", f"session {sid} is a process of the run; /dev/tty: the run's own or none")
 
     def p8_held(self, held: Held) -> None:
         """P8 on the held sandbox: its session is not the caller's and has no controlling
@@ -919,6 +937,7 @@ class Probe:
             terminals = []
         if terminals:
             raise NotProven("P8", f"/dev/pts shows terminals {terminals[:3]} of other sessions")
+        self.tell("P8", "a session of its own, no controlling terminal outside, /dev/pts empty")
 
     # P9: own IPC and UTS namespaces, cgroup filesystem not writable
     def p9(self) -> None:
@@ -930,6 +949,7 @@ class Probe:
         for path in ("/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/unified/cgroup.procs"):
             if os.path.exists(path) and try_write(path) is None:
                 raise NotProven("P9", f"{path} is writable")
+        self.tell("P9", "no cgroup file system mounted writable, cgroup.procs not writable")
         if not self.gate:  # the gate tries in parallel with the other checks (run_all)
             self.start_userns_try()
             self.finish_userns_try()
@@ -990,6 +1010,7 @@ class Probe:
         if text != "refused":
             raise NotProven("P9", f"a nested user namespace: {text or 'no answer from the try'} "
                             "(bwrap needs --disable-userns; the run's syscall filter refuses it too)")
+        self.tell("P9", "a nested user namespace (unshare, clone): refused")
 
     # P11: nothing a shell reads at start-up comes from outside
     def p11(self) -> None:
@@ -997,6 +1018,9 @@ class Probe:
         for name in STARTUP_FILES:
             if os.path.lexists(os.path.join(home, name)) and self.gate:
                 raise NotProven("P11", f"{home}/{name} exists in the run's home")
+        found = sum(os.path.lexists(os.path.join(home, name)) for name in STARTUP_FILES)
+        self.tell("P11", f"{len(STARTUP_FILES)} shell start-up files looked for in the run's home "
+                  f"{home or '$HOME'}: {found} there")
 
     # P4 (mount part): every writable mount is one the run may write
     def p4_mounts(self) -> None:
@@ -1017,6 +1041,8 @@ class Probe:
             if point.startswith("/dev/") and fstype in ("devtmpfs", "tmpfs"):
                 continue  # device nodes bwrap binds (/dev/null...) and /dev/shm
             raise NotProven("P4", f"{point} ({fstype}) is mounted writable")
+        writable = sum(rw for _, rw, _, _ in self.mounts())
+        self.tell("P4", f"{len(self.mounts())} mounts read, the {writable} writable ones all allowed")
 
     # P2: loopback only; nothing outside reachable through the network stack
     def p2(self) -> None:
@@ -1067,6 +1093,9 @@ class Probe:
             code = try_connect(_socket.AF_UNIX, b"\0" + name.encode("utf-8", "surrogateescape"))
             if code not in UNREACHED:
                 raise NotProven("P2", f"abstract socket @{name}: {errname(code)}")
+        self.tell("P2", f"interfaces: lo only; {len(routes)} routes out looked up, none; "
+                  f"{len(ports) * len(loopbacks)} loopback connects to engine and listed ports, "
+                  f"{len(abstract)} to abstract names: all refused")
 
     def no_listener_yet(self) -> None:
         for family in (_socket.AF_INET, _socket.AF_INET6):
@@ -1105,6 +1134,9 @@ class Probe:
             if shown:
                 raise NotProven("P3", f"{path} is a socket in the run's view: it is neither hidden nor "
                                 "masked (--ro-bind /dev/null over it), or stop that listener")
+        self.tell("P3", f"{len(self.plan.get('hidden', []))} engine directories hidden by a tmpfs; "
+                  f"{len(dict.fromkeys(candidates))} outside socket paths (listed and well-known) show no "
+                  "socket, so connect() there is refused")
 
     def hidden_by_tmpfs(self, path: str) -> bool:
         """PATH shows a tmpfs mounted exactly there: a tmpfs mount point in mountinfo whose
@@ -1127,6 +1159,7 @@ class Probe:
         outside_home = one(self.plan, "outside_home")
         if outside_home.startswith("/") and outside_home != one(self.plan, "home"):
             tries.append(outside_home)
+        answers: dict[str, int] = {}
         for path in dict.fromkeys(tries):
             if not os.path.lexists(path):
                 continue
@@ -1135,6 +1168,9 @@ class Probe:
                 raise NotProven("P4", f"{path} is writable inside the run")
             if code not in WRITE_REFUSED and code != errno.ENOENT:
                 raise NotProven("P4", f"writing {path} failed oddly: {errname(code)}")
+            answers[errname(code)] = answers.get(errname(code), 0) + 1
+        self.tell("P4", f"{sum(answers.values())} writes tried outside the writable places: "
+                  + (", ".join(f"{n} {name}" for name, n in sorted(answers.items())) or "none there"))
 
     # P10: nothing outside can be signalled or traced
     def p10(self) -> None:
@@ -1145,11 +1181,13 @@ class Probe:
                 return  # tried in the P9 child, in the run's pid namespace (start_userns_try)
             try:
                 os.kill(pid, 0)
-            except (ProcessLookupError, PermissionError):
-                pass
+            except (ProcessLookupError, PermissionError) as err:
+                answer = errname(err.errno)
             else:
                 if not os.path.exists(f"/proc/{pid}"):
                     raise NotProven("P10", f"pid {pid} outside the run answers signals")
+                answer = "a process of the run with that number"
+            self.tell("P10", f"kill() of the supervisor's pid {pid} outside, signal 0: {answer}")
 
     def steps(self) -> tuple[tuple[str, object], ...]:
         """The checks in the order they run: views first, connect() next, writes last."""
@@ -1183,7 +1221,9 @@ class Probe:
                 rows[prop] = ("failed", failed.detail)
             else:
                 rows.setdefault(prop, ("proven", ""))
-        return [(p, *rows[p]) for p in PROPERTIES if p in rows]
+        # What each proven property's checks tried and what the kernel answered.
+        return [(p, rows[p][0], "; ".join(self.said.get(p, [])) if rows[p][0] == "proven" else rows[p][1])
+                for p in PROPERTIES if p in rows]
 
     def run_all(self) -> list[tuple[str, str]]:
         """Every property, in order; the first failure raises NotProven."""

@@ -28,6 +28,16 @@ def test_prove_has_one_row_per_declared_route(proved):
     assert [row["route"] for row in report["rows"]] == declared
 
 
+def test_prove_json_says_each_route_in_full(proved):
+    """Issue 28.4: what was tried and every reason, never cut (they were cut at 60 characters)."""
+    _, report = proved
+    for row in report["rows"]:
+        assert row["tried"], row
+        assert not any(str(value).endswith("...") for value in row.values()), row
+        if row["control_ok"] is None:
+            assert row["control"] == "unavailable here" and row["control_why"], row
+
+
 def test_prove_proves_on_this_machine(proved):
     done, report = proved
     assert report["status"] == "PROVEN", report["verdict"]
@@ -46,19 +56,27 @@ def test_prove_shows_the_lifetime_routes_reached_only_without_isolation(proved):
             verdict = report["verdict"]
             assert report["status"] != "PROVEN" and f"could not arm {route}" in verdict, verdict
             pytest.skip(f"{route}: {row['control']}")
-        assert row["control_ok"] is True and row["control"].startswith("yes"), row
-        assert row["isolated_ok"] is True and row["isolated"].startswith("no ("), row
+        assert row["control_ok"] is True and row["control"] == "reached the canary", row
+        assert row["isolated_ok"] is True and row["isolated"] == "did not reach it", row
 
 
 def test_prove_table_ends_with_one_verdict_line():
     skip_without_namespaces()
     done = subprocess.run(no_docker_argv("prove"), capture_output=True, text=True, timeout=600)
     lines = done.stdout.splitlines()
-    assert lines[0].split()[:2] == ["route", "kind"]
+    assert lines[0].startswith("The control: the same mutant, run first WITHOUT isolation.")
+    head = next(n for n, line in enumerate(lines) if line.split()[:2] == ["route", "kind"])
+    rows = lines[head + 2:lines.index("", head)]
+    assert len(rows) == len(declared_route_ids("network") + declared_route_ids("persistence"))
     assert sum(line.startswith("no-docker prove: ") for line in lines) == 1
     assert lines[-1].startswith("no-docker prove: ")
     status = lines[-1].split()[2]
     assert (done.returncode == 0) == (status == "PROVEN"), lines[-1]
+    assert "network routes: without isolation" in lines[-1] and "persistence routes: " in lines[-1]
+    # not a terminal: one plain line per stage and per route, never a carriage return
+    assert "\r" not in done.stderr
+    tried = [line for line in done.stderr.splitlines() if f" of {len(rows)} tried (" in line]
+    assert len(tried) == 2 * len(rows), done.stderr[-2000:]
 
 
 def test_prove_without_its_tools_is_incomplete_not_proven(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from bounded import read_until_eof
 from no_docker.supervisor import cli
 
@@ -38,6 +39,40 @@ def test_version():
     out = no_docker("--version")
     assert out.returncode == 0
     assert out.stdout.startswith("no-docker ")
+
+
+def test_help_names_the_version_option():
+    """Issue 28.6: `--version` worked but `no-docker --help` did not say so."""
+    out = no_docker("--help").stdout
+    assert "  --version   print no-docker's version" in out.splitlines()
+
+# Issue 28.6: these used argparse's own texts ("show this help message and exit", LOG undescribed).
+STYLED = [("runs",), ("end",), ("canary",), ("canary", "serve"), ("canary", "show"), ("run",), ("check",),
+          ("prove",)]
+
+
+@pytest.mark.parametrize("command", STYLED, ids=" ".join)
+def test_every_help_is_in_one_style(command):
+    out = no_docker(*command, "--help")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert text.startswith(f"usage: no-docker {' '.join(command)}")
+    assert "show this help message and exit" not in text
+    assert "exit status" in text and "example" in text
+    assert any(line.split()[:2] == ["-h,", "--help"] and line.split()[2:] == ["this", "help"]
+               for line in text.splitlines()), text
+
+
+def test_canary_show_explains_its_columns():
+    text = no_docker("canary", "show", "--help").stdout
+    for column in ("SEQ", "TIME", "LISTENER", "PEER", "STATUS", "ROUTE", "REQUEST"):
+        assert f"\n  {column} " in text, column
+    assert "the pid of the client process" in text and "SEQ skips them" in text
+    assert "LOG         a canary log" in text
+
+
+def test_run_help_names_the_state_dir_fallback():
+    assert "/tmp/no-docker-UID" in no_docker("run", "--help").stdout
 
 
 FAST_EXIT = """

@@ -33,6 +33,32 @@ def test_check_json_inside_a_run(tmp_path):
     assert {p["state"] for p in doc["properties"]} == {"proven"}
 
 
+@needs_bwrap
+def test_check_json_says_what_was_tried_and_what_the_kernel_answered(tmp_path):
+    """Issue 28.5: every detail was "" although `check --help` lists it."""
+    result = run_no_docker(["--quiet", "--", *CHECK, "--json"], cwd=tmp_path)
+    detail = {p["id"]: p["detail"] for p in json.loads(result.stdout)["properties"]}
+    assert all(detail.values()), detail
+    assert "pid namespace pid:[" in detail["P1"] and "outside pid:[" in detail["P1"]
+    assert "interfaces: lo only" in detail["P2"] and "all refused" in detail["P2"]
+    assert "CapEff 0000000000000000" in detail["P5"] and "NoNewPrivs 1" in detail["P5"]
+    assert "Seccomp 2" in detail["P5"]
+    assert "ECONNREFUSED" in detail["P12"]
+    assert "socket(AF_VSOCK): E" in detail["P13"]
+    # the text table stays one short line per proven property
+    table = run_no_docker(["--quiet", "--", *CHECK], cwd=tmp_path).stdout
+    assert len(table.splitlines()) == 13
+    assert "pid:[" not in table and "CapEff" not in table
+
+
+def test_p5_detail_reads_the_status_fields():
+    from no_docker.supervisor.isolation.check import p5_detail
+
+    text = "Name:\tx\nCapEff:\t0000000000000000\nCapPrm:\t0\nNoNewPrivs:\t1\nSeccomp:\t2\n"
+    said = p5_detail(text)
+    assert said.startswith("CapEff 0000000000000000, CapPrm 0, CapBnd ?, CapAmb ?; NoNewPrivs 1; Seccomp 2")
+
+
 def test_check_outside_fails_naming_p1(tmp_path):
     result = subprocess.run(CHECK, cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert result.returncode == 125

@@ -38,20 +38,23 @@ def test_network_row_outcomes():
     reached = pv.network_row("r", {"r": ("reached", "")}, pv.Evidence(2, 0), {"r": ("failed", "ENOENT")},
                              none)
     assert (reached.control_ok, reached.isolated_ok) == (True, True)
-    assert reached.control.startswith("yes") and reached.isolated == "no (failed)"
+    assert reached.control == "reached the canary" and reached.isolated == "did not reach it"
+    assert reached.isolated_why == "the mutant said: failed: ENOENT"  # kept in full for --json
     unavailable = pv.network_row("r", {"r": ("unavailable", "podman not found")}, none,
                                  {"r": ("unavailable", "")}, none)
-    assert unavailable.control_ok is None and "podman not found" in unavailable.control
+    assert unavailable.control_ok is None and unavailable.control == "unavailable here"
+    assert unavailable.control_why == "podman is not installed on this machine (not on PATH)"
     silent = pv.network_row("r", {"r": ("unavailable", " ")}, none, {"r": ("failed", "")}, none)
     assert silent.control_ok is False  # unavailable without a reason is a miss, never a pass
     leaked = pv.network_row("r", {"r": ("reached", "")}, pv.Evidence(1, 0), {"r": ("reached", "")},
                             pv.Evidence(1, 0))
-    assert leaked.isolated_ok is False and leaked.isolated.startswith("YES")
+    assert leaked.isolated_ok is False and leaked.isolated == "REACHED THE CANARY (1 record)"
     skipped = pv.network_row("r", {"r": ("reached", "")}, pv.Evidence(1, 0), {}, none)
     assert skipped.isolated_ok is None and skipped.isolated == "NOT ATTEMPTED"
     hidden_tool = pv.network_row("r", {"r": ("reached", "")}, pv.Evidence(1, 0),
                                  {"r": ("unavailable", "python3: No such file")}, none)
     assert hidden_tool.isolated_ok is None and hidden_tool.isolated.startswith("NOT TRIED")
+    assert "python3: No such file" in hidden_tool.isolated_why
     missing_both = pv.network_row("r", {"r": ("unavailable", "ctr not found")}, none,
                                   {"r": ("unavailable", "ctr not found")}, none)
     assert missing_both.isolated_ok is True
@@ -117,9 +120,134 @@ def test_verdict_statuses():
 def test_render_table_has_one_line_per_row_and_the_headings():
     text = pv.render_table([_row("docker-host-inherited", True, True), _row("x", None, True)])
     lines = text.splitlines()
-    assert lines[0].split() == ["route", "kind", "reached", "without", "isolation",
-                                "reached", "with", "isolation"]
+    assert lines[0].split()[:2] == ["route", "kind"]
+    assert "without isolation (the control)" in lines[0] and "under no-docker run" in lines[0]
     assert len(lines) == 4 and lines[2].startswith("docker-host-inherited")
+
+
+LONG = ("timeout: failed to run command ‘/usr/bin/docker’: No such file or directory, and a reason "
+        "much longer than any column: " + "x" * 200)
+
+
+def test_reasons_are_never_cut_on_screen_or_in_json():
+    """Issue 28.4: reasons were cut at 60 characters, also in --json."""
+    none = pv.Evidence(0, 0)
+    row = pv.network_row("r", {"r": ("failed", LONG)}, none, {"r": ("failed", "")}, none, tried="a route")
+    assert row.control == "DID NOT REACH the canary" and row.control_why == f"the mutant said: failed: {LONG}"
+    text = pv.render_table([row])
+    assert f"[1] the mutant said: failed: {LONG}" in text.splitlines()
+    assert "..." not in text
+
+
+def test_the_same_reason_is_one_note():
+    rows = [pv.network_row(r, {r: ("unavailable", "ctr not found")}, pv.Evidence(0, 0), {}, pv.Evidence(0, 0))
+            for r in ("a", "b")]
+    notes = [line for line in pv.render_table(rows).splitlines() if line.startswith("[")]
+    assert notes == ["[1] ctr is not installed on this machine (not on PATH)",
+                     "[2] the mutant never tried it inside the run"]
+
+
+def test_a_missing_command_reads_as_missing_not_as_a_timeout():
+    said = "timeout: failed to run command ‘/usr/bin/docker’: No such file or directory"
+    assert pv.plain_reason(said) == "/usr/bin/docker is not installed on this machine"
+    assert pv.plain_reason("timeout: failed to run command 'x': Permission denied") == (
+        "x cannot be run here: Permission denied")
+    assert pv.plain_reason("exit 3: something else") == "exit 3: something else"
+
+
+def test_a_route_the_control_cannot_take_is_unavailable_not_failed():
+    """Issue 26.4: sudo without rights read as a failure of the proof."""
+    none = pv.Evidence(0, 0)
+    control = {"sudo": ("failed", "exit 1: sudo: a password is required")}
+    why = pv.sudo_refusal(1, "sudo: a password is required\n", 1000)
+    assert why is not None and "sudo: a password is required" in why and "uid 1000" in why
+    row = pv.network_row("sudo", control, none, {"sudo": ("failed", "")}, none, cannot=why)
+    assert (row.control, row.control_ok, row.control_why) == ("unavailable here", None, why)
+    assert row.isolated_ok is True  # the isolated side is judged as ever
+    result = pv.verdict([row, _row("a", True, True)], [])
+    assert result.status == "PROVEN" and "(1 unavailable here, not counted)" in result.line
+
+
+def test_a_precondition_never_hides_what_reached_or_leaked():
+    """`cannot` only explains a miss: a control that reached is reached, a leak is a leak."""
+    one = pv.Evidence(1, 0)
+    row = pv.network_row("sudo", {"sudo": ("reached", "")}, one, {"sudo": ("reached", "")}, one,
+                         cannot="sudo refuses")
+    assert row.control_ok is True and row.isolated_ok is False
+    assert pv.verdict([row], []).status == "FAILED"
+
+
+def test_sudo_refusal_reads_sudos_last_line():
+    assert pv.sudo_refusal(0, "", 0) is None
+    assert "(exit 1)" in pv.sudo_refusal(1, "", 65534)
+    audit = "sudo: error initializing audit plugin sudoers_audit\n"
+    assert "(sudo: error initializing audit plugin sudoers_audit)" in pv.sudo_refusal(1, audit, 65534)
+
+
+def test_the_verdict_counts_every_row():
+    """Issue 28.4: the verdict counted only the network rows."""
+    rows = [_row("a", True, True), _row("b", None, True), _row("p", True, True, "persistence"),
+            _row("q", None, True, "persistence")]
+    line = pv.verdict(rows, []).line
+    assert line.startswith("no-docker prove: PROVEN - 2 network routes: without isolation 1 of 1 reached")
+    assert "2 persistence routes: without isolation 1 of 1 tried their write (1 unavailable here" in line
+    assert "under no-docker run 0 changed a file outside" in line
+
+
+def test_new_routes_reads_only_complete_lines():
+    text = "a attempted reached\nb attempted failed exit 1\nc attempted re"
+    assert pv.new_routes(text, 0) == ["a", "b"]
+    assert pv.new_routes(text, 1) == ["b"]
+    assert pv.new_routes("", 0) == []
+
+
+class _Stream:
+    def __init__(self, tty):
+        self.tty, self.text = tty, ""
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def test_progress_is_one_updating_line_on_a_terminal_and_plain_lines_elsewhere():
+    plain, term = _Stream(False), _Stream(True)
+    for stream in (plain, term):
+        say = pv.Progress(stream)
+        say("stage one")
+        say("route 1", transient=True)
+        say("route 2", transient=True)
+        say.close()
+    assert plain.text == "stage one\nroute 1\nroute 2\n"
+    assert term.text == "\r\033[Kstage one\n\r\033[Kroute 1\r\033[Kroute 2\r\033[K"
+
+
+def test_on_a_terminal_only_the_updating_line_is_cut(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "30")  # shutil.get_terminal_size reads it first
+    term = _Stream(True)
+    say = pv.Progress(term)
+    say("a stage that is longer than thirty columns")
+    say("a route line that is longer than thirty columns", transient=True)
+    assert term.text == ("\r\033[Ka stage that is longer than thirty columns\n"
+                         "\r\033[Ka route line that is longer t")
+
+
+def test_watching_says_each_route_and_stops(tmp_path):
+    import time
+
+    log = tmp_path / "routes.log"
+    said = []
+    with pv.watching(log, 2, "label", lambda text, **kw: said.append(text), interval=0.01):
+        log.write_text("a attempted reached\n")
+        time.sleep(0.2)
+        log.write_text("a attempted reached\nb attempted failed\n")
+    # the last poll runs after the body: nothing the mutant logged is left unsaid
+    assert said == ["no-docker: label: route 1 of 2 tried (a)", "no-docker: label: route 2 of 2 tried (b)"]
 
 
 def test_prove_bad_arguments_are_a_usage_error():
@@ -146,7 +274,11 @@ def test_persistence_rows_read_plainly():
     inside = {"bashrc": ("written", ""), "git-config": ("blocked", ""), "crontab": cron}
     rows = {r: pv.persistence_row(r, control, inside, []) for r in control}
     assert (rows["bashrc"].control, rows["bashrc"].isolated) == (
-        "yes (written)", "no (written inside, thrown away; outside unchanged)")
-    assert rows["git-config"].isolated == "no (the write was refused; outside unchanged)"
-    assert rows["crontab"].isolated == "no (crontab not found inside; outside unchanged)"
+        "wrote the file", "outside unchanged (written inside, thrown away)")
+    assert rows["git-config"].isolated == "outside unchanged (the write was refused)"
+    assert rows["crontab"].isolated == "outside unchanged (unavailable inside too)"
+    assert rows["crontab"].control_why == "crontab is not installed on this machine (not on PATH)"
+    later = pv.persistence_row("pytest-config", {"pytest-config": ("written", "")},
+                               {"pytest-config": ("written", "")}, [])
+    assert later.isolated == "outside unchanged (written in the work dir, moved aside at the end)"
     assert rows["crontab"].control_ok is None
