@@ -301,6 +301,7 @@ class EngineTargets:
 
     paths: frozenset[bytes] = frozenset()
     ports: frozenset[int] = frozenset()
+    abstract: frozenset[bytes] = frozenset()  # abstract names bound outside at the start (no '@')
 
 
 def host_endpoint(value: str) -> tuple[str, bytes | int] | None:
@@ -344,7 +345,8 @@ def engine_targets(plan: dict[str, list[str]], environ: dict[str, str], uid: int
         found = host_endpoint(environ.get(name, ""))
         if found is not None:
             (paths if found[0] == "path" else ports).add(found[1])  # type: ignore[arg-type]
-    return EngineTargets(frozenset(paths), frozenset(ports))
+    abstract = frozenset(n.encode("utf-8", "surrogateescape") for n in plan.get("abstract", []))
+    return EngineTargets(frozenset(paths), frozenset(ports), abstract)
 
 
 def caller_hosts(environ_block: bytes) -> list[tuple[str, bytes | int]]:
@@ -1100,12 +1102,17 @@ class Mediator:
             blocking = not fcntl.fcntl(sockfd, fcntl.F_GETFL) & os.O_NONBLOCK
             self._valid(nid)  # the one check before acting: every read above was the caller's
             if not blocking:
-                return self._linux.connect_raw(sockfd, connect_to)  # never sleeps
-            self._blocking_connect(me)  # may block (full backlog, SYN retries): others must not wait on it
-            try:
-                return self._linux.connect_raw(sockfd, connect_to)
-            finally:
-                self._unblocked(me)
+                error = self._linux.connect_raw(sockfd, connect_to)  # never sleeps
+            else:
+                self._blocking_connect(me)  # may block (full backlog, SYN retries): others must not wait
+                try:
+                    error = self._linux.connect_raw(sockfd, connect_to)
+                finally:
+                    self._unblocked(me)
+            if error and kind == "abstract" and self._naming and raw[3:] in self.targets().abstract:
+                # Nothing of the run has that name, and something outside had it at the start.
+                self._attempt(nid, pid, raw, "an abstract name bound outside when the run started")
+            return error
         finally:
             if pathfd >= 0:
                 os.close(pathfd)
@@ -1241,6 +1248,19 @@ class Mediator:
         path that is no known one, to see whether its DOCKER_HOST names it."""
         path, targets = unix_path(raw), self.targets()
         reason = path_attempt(path, error, targets)
+        if reason is None and error == errno.ENOENT:
+            # A symlink to a hidden engine path (``ln -s /run/docker.sock ./d.sock``): its
+            # target, one hop, read through the caller's root or cwd (a name only: the connect
+            # was answered already, nothing is opened).
+            base = f"/proc/{pid}/root" if path[:1] == b"/" else f"/proc/{pid}/cwd"
+            try:
+                link = os.readlink(os.fsencode(base) + b"/" + path)
+            except (OSError, ValueError):
+                link = None
+            if link is not None:
+                reason = path_attempt(link, error, targets)
+                if reason is not None:
+                    reason = f"a symlink to {os.fsdecode(link)}: {reason}"
         if reason is None:
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:

@@ -110,6 +110,7 @@ own = socket.socket(); own.bind(("127.0.0.1", 2376)); own.listen(1)  # the run's
 R["hidden"] = [unix(%(hidden)r), unix(%(hidden)r)]
 R["other"] = unix(%(other)r)
 R["outside"] = unix(%(outside)r)
+R["link"] = unix(%(link)r)
 R["port"] = tcp(2375, blocking=False)
 R["own"] = tcp(2376)
 print(json.dumps(R), flush=True)
@@ -121,6 +122,7 @@ def test_the_command_s_attempts_are_named_and_the_proof_s_are_not(spawn, tmp_pat
     outside = socket.socket(socket.AF_UNIX)  # bound outside the run: the mediation refuses it
     outside.bind(str(tmp_path / "outside.sock"))
     outside.listen(4)
+    (tmp_path / "d.sock").symlink_to(hidden)  # ln -s /run/docker.sock ./d.sock
     try:
         _attempts_named(spawn, hidden, other, str(tmp_path / "outside.sock"))
     finally:
@@ -129,21 +131,25 @@ def test_the_command_s_attempts_are_named_and_the_proof_s_are_not(spawn, tmp_pat
 
 def _attempts_named(make, hidden: str, other: str, outside: str) -> None:
     # The proof's tries: before end_proof, the same connects name nothing.
-    proof = make(TRIES % {"hidden": hidden, "other": other, "outside": outside}, start=False)
+    proof = make(TRIES % {"hidden": hidden, "other": other, "outside": outside,
+                            "link": os.path.join(os.path.dirname(outside), "d.sock")}, start=False)
     proof.mediator._make_targets = lambda: TARGETS
     proof.mediator.start()
     assert proof.result()["hidden"] == [errno.ENOENT] * 2
     assert proof.mediator.attempt_summary() == []
-    child = make(TRIES % {"hidden": hidden, "other": other, "outside": outside}, start=False)
+    child = make(TRIES % {"hidden": hidden, "other": other, "outside": outside,
+                            "link": os.path.join(os.path.dirname(outside), "d.sock")}, start=False)
     child.mediator._make_targets = lambda: TARGETS
     child.mediator.end_proof()
     child.mediator.start()
     said = child.result()
     assert said == {"hidden": [errno.ENOENT] * 2, "other": errno.ENOENT, "outside": errno.ECONNREFUSED,
-                    "port": errno.EINPROGRESS, "own": 0}, said
+                    "link": errno.ENOENT, "port": errno.EINPROGRESS, "own": 0}, said
+    link = os.path.join(os.path.dirname(outside), "d.sock")
     found = {a["target"]: a for a in child.mediator.attempt_summary()}
     # not app.sock (no engine's), not the run's own fake engine on 2376
-    assert set(found) == {hidden, outside, "127.0.0.1:2375"}, found
+    assert set(found) == {hidden, outside, link, "127.0.0.1:2375"}, found
+    assert found[link]["reason"].startswith(f"a symlink to {hidden}: "), found[link]
     assert found[outside]["reason"] == "bound outside the run" and found[outside]["count"] == 1
     assert found[hidden]["count"] == 2 and found[hidden]["reason"].startswith("an engine's socket name")
     assert found["127.0.0.1:2375"]["count"] == 1
