@@ -1391,6 +1391,8 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             "connects_refused": refused, "engine_attempts": attempts,
             "mediation_failure": run.mediation_failure,
             "network_attempts": network_attempts,
+            # CPU time and peak memory of the run's processes (issue 28 item 9; also in "ending")
+            "usage": ending.usage.to_json() if ending.usage is not None else None,
             "settings": _settings(origin), "published": list(request.publish),
             "timings_ms": {"listing": round((listed - started) * 1000, 2),
                            "proven": float(fields[1]) if proven else None,
