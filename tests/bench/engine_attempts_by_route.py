@@ -10,6 +10,9 @@ Not a test: a measurement, run by hand as root (the outer guard needs namespaces
 
     .venv/bin/python tests/bench/engine_attempts_by_route.py [--json FILE]
 
+Another build's supervisor is measured with ``PYTHONPATH=DIR`` (DIR holding its ``no_docker``
+package, in a place the outer guard shows, e.g. under this repository).
+
 stdout: one line per route (route, the payload's outcome, what was named), then the count.
 """
 
@@ -70,13 +73,16 @@ def main(argv: list[str]) -> int:
                 doc = json.loads(report.read_text()) if report.exists() else {}
                 named = [f"{a['target']} x{a['count']} ({(a['callers'] or [{'command': '?'}])[0]['command']})"
                          for a in doc.get("engine_attempts", [])]
+                refused = [r["target"] for r in doc.get("connects_refused", [])]
                 results.append({"route": rid, "outcome": outcome, "exit": done.returncode, "named": named,
-                                "records": len(guard.records())})
+                                "refused": refused, "records": len(guard.records())})
                 shown = "; ".join(named) or "-"
                 print(f"{rid:28} {outcome:11} exit {done.returncode:3}  {shown}", flush=True)
     count = sum(1 for r in results if r["named"])
+    said = sum(1 for r in results if r["named"] or r["refused"])
     records = results[-1]["records"] if results else 0
-    print(f"named: {count} of {len(results)} routes (canary records: {records})")
+    print(f"named: {count} of {len(results)} routes; named or refused (a status line printed): {said}; "
+          f"canary records: {records}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
