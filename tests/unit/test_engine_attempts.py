@@ -158,3 +158,19 @@ def _attempts_named(make, hidden: str, other: str, outside: str) -> None:
     assert caller[0]["command"] == os.path.basename(sys.executable)[:15]
     # the refusal is in connects_refused as before; the kernel's answers are not refusals
     assert [r["target"] for r in child.mediator.summary()] == [outside]
+
+
+def test_a_path_named_by_the_caller_s_docker_host_is_an_attempt(spawn, tmp_path, monkeypatch):  # noqa: F811
+    custom = str(tmp_path / "gone" / "api")  # no engine's name: only DOCKER_HOST makes it one
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{custom}")
+    code = TRIES.split("own = ")[0] + f"R['custom'] = [unix({custom!r}) for _ in range(3)]\n" \
+        "print(json.dumps(R), flush=True)\n"
+    child = spawn(code, start=False)
+    child.mediator._make_targets = lambda: TARGETS
+    child.mediator.end_proof()
+    child.mediator.start()
+    assert child.result() == {"custom": [errno.ENOENT] * 3}
+    [attempt] = child.mediator.attempt_summary()
+    assert attempt["target"] == custom and attempt["count"] == 3, attempt
+    assert attempt["reason"] == "the caller's DOCKER_HOST, hidden from the run (ENOENT)"
+    assert len(attempt["callers"]) == 1
