@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # importing collections is a measurable part of `run -- true`
     from collections.abc import Callable
 
     from .ending.algorithm import EndReport
-    from .isolation.mediation import Keeper, Mediator
+    from .isolation.mediation import EngineTargets, Keeper, Mediator
     from .isolation.publish import Forwarder
     from .isolation.stdio import Relay as StdioRelay
     from .isolation.terminal import Relay as TerminalRelay
@@ -459,6 +459,13 @@ class Run:
         self.stdio: StdioRelay | None = None  # P7: what the sandbox gets as 0-2 (isolation/stdio.py)
         self.terminal: TerminalRelay | None = None  # P8: the run's own pty, relayed (isolation/terminal.py)
 
+    def engine_attempts(self) -> list[dict]:
+        """The command's attempts to reach an engine (mediation.Mediator.attempt_summary), the
+        sentinel left out: --report's ``engine_attempts``."""
+        if self.mediator is None:
+            return []
+        return [a for a in self.mediator.attempt_summary() if a["target"] != SENTINEL_PATH]
+
     # -- start ---------------------------------------------------------------------------
     def start(self, plan: bytes, env: dict[str, str]) -> None:
         from .isolation import syscall_filter as seccomp
@@ -532,7 +539,7 @@ class Run:
         # tmpfs pages count in no process's RSS, so by size alone it took the supervisor.
         prefer_for_oom(self.pid)
         self.stdio.spawned()
-        self.mediator = mediation.Mediator(listener)
+        self.mediator = mediation.Mediator(listener, targets=lambda: engine_targets(plan))
         self.mediator.start()
         for fd in (data_fd, seccomp_fd, status_w, block_r, go_r, reached_w):
             os.close(fd)
@@ -1009,6 +1016,31 @@ def refusal_line(refusals: list[dict]) -> str | None:
     return f"{total} connect{'s' if total != 1 else ''} refused: {targets}"
 
 
+def attempt_line(attempts: list[dict]) -> str | None:
+    """``3 attempts to reach an engine: /run/docker.sock x2 (docker, pid 812),
+    127.0.0.1:2375 x1 (curl, pid 815)``, or None (pure). One caller is named per target (the
+    rest are in --report's ``engine_attempts``)."""
+    total = sum(a["count"] for a in attempts)
+    if not total:
+        return None
+    shown = []
+    for a in attempts:
+        callers = a["callers"]
+        who = f" ({printable(callers[0]['command'])}, pid {callers[0]['pid']}" if callers else ""
+        if len(callers) > 1:
+            who += f", +{len(callers) - 1} more"
+        shown.append(f"{printable(a['target'])} x{a['count']}{who}{')' if who else ''}")
+    return f"{total} attempt{'s' if total != 1 else ''} to reach an engine: {', '.join(shown)}"
+
+
+def engine_targets(plan: bytes) -> EngineTargets:
+    """The run's engine targets (mediation.engine_targets), made from its plan when the
+    mediator first needs them: a run that tries nothing pays nothing."""
+    from .isolation import mediation, probe
+
+    return mediation.engine_targets(probe.decode_plan(plan), dict(os.environ), os.getuid())
+
+
 def parse_status_line(line: bytes) -> dict[str, int]:
     """The integer fields of one ``--json-status-fd`` document (bwrap writes flat objects:
     ``{ "child-pid": 123, "pid-namespace": 4026532256, ... }``, one per line). Parsed by hand:
@@ -1309,6 +1341,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     # Only the command's refusals: until the verdict they are the prover's own tries.
     refused = ([r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH]
                if run.mediator and proven else [])
+    attempts = run.engine_attempts() if proven else []
     if run.frozen and ending.clean:
         print("no-docker: the run's cgroup was frozen while it ran (from inside the run?); the run "
               "was ended, the command's status is not known", file=sys.stderr)
@@ -1365,6 +1398,10 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         # Always printed, --quiet or not: a mutation-testing user wants to know which mutant
         # tried to reach an engine (the pids and commands are in --report).
         print(f"no-docker: {line}", file=sys.stderr)
+    line = attempt_line(attempts)
+    if line:
+        # Also always printed: which command of the run tried to reach an engine (issue 26).
+        print(f"no-docker: {line}", file=sys.stderr)
     if ending.clean and not request.quiet and "child-pid" in run.status:
         print(f"no-docker: {ending.line()}", file=sys.stderr)
     if network_attempts:
@@ -1380,8 +1417,11 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             "run_id": life.run_id, "ending": ending.to_json(), "later_code": later_code,
             "later_code_undo": undo.to_json() if undo is not None else None,
             "later_code_not_undone": not_undone,
-            "connects_refused": refused, "mediation_failure": run.mediation_failure,
+            "connects_refused": refused, "engine_attempts": attempts,
+            "mediation_failure": run.mediation_failure,
             "network_attempts": network_attempts,
+            # CPU time and peak memory of the run's processes (issue 28 item 9; also in "ending")
+            "usage": ending.usage.to_json() if ending.usage is not None else None,
             "settings": _settings(origin), "published": list(request.publish),
             "timings_ms": {"listing": round((listed - started) * 1000, 2),
                            "proven": float(fields[1]) if proven else None,

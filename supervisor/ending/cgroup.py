@@ -180,6 +180,33 @@ class RunCgroup:
     def populated(self) -> bool:
         return bool(self.events().get("populated", 0))
 
+    def usage(self) -> tuple[int | None, int | None, int | None]:
+        """(user µs, system µs, peak bytes) the kernel counted for the run's cgroup, each None
+        where it keeps no such count; read once every process of the run is gone, before the
+        cgroup is removed (its counters go with it).
+
+        CPU: v2 ``cpu.stat`` ``user_usec``/``system_usec``, which every v2 cgroup has whether
+        or not the cpu controller is enabled (cgroup-v2.rst, "cpu.stat"), and which keeps the
+        time of the processes that exited (their time is added on exit). Memory: v2
+        ``memory.peak`` (Linux 5.19, where the memory controller is enabled for the leaf), else
+        the v1 memory cgroup's ``memory.max_usage_in_bytes`` (--memory-max on a v1 machine).
+        Both count what the run was charged, page cache and its tmpfs pages included."""
+        user = system = peak = None
+        if self.path is not None:
+            try:
+                stat = parse_events(_read(f"{self.path}/cpu.stat"))
+                user, system = stat.get("user_usec"), stat.get("system_usec")
+            except OSError:
+                pass
+        for path in ((f"{self.path}/memory.peak",) if self.path is not None else ()) + (
+                (f"{self.memory_v1}/memory.max_usage_in_bytes",) if self.memory_v1 is not None else ()):
+            try:
+                peak = int(_read(path).split()[0])
+                break
+            except (OSError, ValueError, IndexError):
+                continue
+        return user, system, peak
+
     def procs(self) -> list[int]:
         if self.path is None:
             return []

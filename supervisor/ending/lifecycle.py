@@ -83,6 +83,7 @@ class RunLifecycle:
         self._launcher_held = False  # bwrap stopped while CMD runs (watch_command)
         self.launcher_pid: int | None = None  # the outer bwrap: our child
         self.launcher_status: int | None = None  # its exit code once reaped (-N: signal N)
+        self.launcher_rusage: tuple[float, float, int] | None = None  # (user s, sys s, maxrss KiB) reaped
         self.report: EndReport | None = None
         # The first run.json write or removal that failed once the ending began (a full or
         # read-only state dir): the ending goes on (killing outranks recording), run says it.
@@ -425,13 +426,16 @@ class RunLifecycle:
         if self.launcher_pid is None or self.launcher_status is not None:
             return self.launcher_status
         try:
-            pid, status = os.waitpid(self.launcher_pid, 0 if block else os.WNOHANG)
+            pid, status, rusage = os.wait4(self.launcher_pid, 0 if block else os.WNOHANG)
         except ChildProcessError:  # reaped by someone else: the status is lost
             self.launcher_status = -1
             return self.launcher_status
         if pid == 0:
             return None
         self.launcher_status = os.waitstatus_to_exitcode(status)
+        # bwrap's and its waited-for descendants' CPU and largest RSS: the run's usage where
+        # it has no cgroup that counts (algorithm.usage_of).
+        self.launcher_rusage = (rusage.ru_utime, rusage.ru_stime, rusage.ru_maxrss)
         return self.launcher_status
 
     def end(self) -> EndReport:
@@ -468,6 +472,15 @@ class RunLifecycle:
                                        init_pidfd=self.init_pidfd, reap=self.reap,
                                        seen_before=self.seen_alive)
         self._reap_launcher(time.monotonic() + max(0.5, self.end_timeout / 4))
+        if report.clean:
+            # Every process is gone: what they used is final; read before the cgroup goes.
+            # Reaped figures only as a subreaper: otherwise the init, which waited for CMD, is
+            # reaped by the host's init and bwrap's own rusage holds nothing of the run.
+            init = self.record.init if self.record is not None else None
+            reaped = (_add_rusage(self.launcher_rusage, _reap_init(init.pid if init is not None else None))
+                      if self.is_subreaper else None)
+            report.usage = algorithm.usage_of(self.cgroup.usage() if self.cgroup is not None else None,
+                                              reaped)
         if report.clean and self.cgroup is not None:
             cgroups_removed(self.cgroup, report)
         if report.clean:
@@ -597,6 +610,31 @@ def _become_subreaper() -> bool:
         return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         return False
+
+
+def _reap_init(pid: int | None) -> tuple[float, float, int] | None:
+    """As a child subreaper, once the ending has shown every process of the run gone: reap the
+    sandbox's init if it was left to us (bwrap exits once its init reports CMD's status, without
+    waiting for it), and what it used (user s, sys s, maxrss KiB). Its figures hold CMD's and
+    every other process of the run's: inside a pid namespace an orphan goes to the namespace's
+    init, never to a subreaper outside, and the init's exit reaps whatever the kernel killed
+    (zap_pid_ns_processes). Only that pid: no other child of ours is touched. Never blocks."""
+    if pid is None:
+        return None
+    try:
+        found, _status, rusage = os.wait4(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None  # bwrap reaped it (its figures are in bwrap's), or it was never ours
+    if found == 0:
+        return None
+    return rusage.ru_utime, rusage.ru_stime, rusage.ru_maxrss
+
+
+def _add_rusage(a: tuple[float, float, int] | None, b: tuple[float, float, int] | None
+                ) -> tuple[float, float, int] | None:
+    if a is None or b is None:
+        return a or b
+    return a[0] + b[0], a[1] + b[1], max(a[2], b[2])
 
 
 def _own_children() -> list[int]:

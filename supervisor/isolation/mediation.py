@@ -281,6 +281,104 @@ def decide(sock_family: int, kind: str, *, same_netns: bool, target: str | None 
     return CONNECT
 
 
+# --- naming attempts to reach an engine (issue 26 item 2; pure) ---------------------------
+# A connect the kernel refuses by itself (the mount plan hid the path: ENOENT; a /dev/null mask:
+# ECONNREFUSED; nothing of the run listens on the port) is no refusal of ours, but it is still
+# a try to reach an engine, and a mutation-testing user wants to know which mutant made it.
+# Socket file names only engines use (what a context or DOCKER_HOST may point at elsewhere).
+ENGINE_SOCKET_NAMES = frozenset({b"docker.sock", b"podman.sock", b"containerd.sock",
+                                 b"containerd.sock.ttrpc", b"buildkitd.sock", b"crio.sock",
+                                 b"cri-dockerd.sock", b"dockershim.sock", b"kubelet.sock"})
+# What docker and podman read as their endpoint (a connect like any other, to what they name).
+HOST_VARIABLES = (b"DOCKER_HOST=", b"CONTAINER_HOST=")
+
+
+@record
+class EngineTargets:
+    """Where an engine may answer, as a run would name it: PATHS (socket files: the well-known
+    engine paths, the outside sockets the plan masked, what the outside DOCKER_HOST or
+    CONTAINER_HOST names) and PORTS (engine TCP ports, and those the outside variables name)."""
+
+    paths: frozenset[bytes] = frozenset()
+    ports: frozenset[int] = frozenset()
+    abstract: frozenset[bytes] = frozenset()  # abstract names bound outside at the start (no '@')
+
+
+def host_endpoint(value: str) -> tuple[str, bytes | int] | None:
+    """("path", b"/run/docker.sock") for ``unix:///run/docker.sock``, ("port", 2375) for
+    ``tcp://10.0.0.5:2375`` (or ``http(s)://``), None for anything else (ssh://, npipe://, a
+    name). Pure."""
+    scheme, sep, rest = value.strip().partition("://")
+    if not sep:
+        return None
+    if scheme == "unix":
+        return ("path", os.fsencode(rest)) if rest.startswith("/") else None
+    if scheme not in ("tcp", "http", "https"):
+        return None
+    hostport = rest.split("/", 1)[0].rpartition("@")[2]
+    port = hostport.rpartition("]")[2].rpartition(":")[2] if ":" in hostport.rpartition("]")[2] else ""
+    if port.isascii() and port.isdigit() and 0 < int(port) < 65536:
+        return ("port", int(port))
+    return ("port", 2376 if scheme == "https" else 2375)  # docker's defaults for a bare host
+
+
+def engine_targets(plan: dict[str, list[str]], environ: dict[str, str], uid: int) -> EngineTargets:
+    """The :class:`EngineTargets` of a run, from its plan (the outside and inside $HOME and
+    XDG_RUNTIME_DIR, the masked sockets) and the supervisor's ENVIRON. Pure but for nothing:
+    every input is given."""
+    from .probe import ENGINE_PATHS, ENGINE_PORTS
+
+    homes = {h for h in (*plan.get("outside_home", []), *plan.get("home", [])) if h.startswith("/")}
+    xdgs = [x for x in plan.get("outside_xdg", []) if x.startswith("/")] or [f"/run/user/{uid}"]
+    paths: set[bytes] = set()
+    for pattern in ENGINE_PATHS:
+        pattern = pattern.replace("$UID", str(uid))
+        if pattern.startswith("~/"):
+            paths.update(os.fsencode(h.rstrip("/") + pattern[1:]) for h in homes)
+        elif pattern.startswith("$XDG/"):
+            paths.update(os.fsencode(x.rstrip("/") + pattern[4:]) for x in xdgs)
+        else:
+            paths.add(os.fsencode(pattern))
+    paths.update(os.fsencode(p) for p in plan.get("masked", []))
+    ports = set(ENGINE_PORTS)
+    for name in ("DOCKER_HOST", "CONTAINER_HOST"):
+        found = host_endpoint(environ.get(name, ""))
+        if found is not None:
+            (paths if found[0] == "path" else ports).add(found[1])  # type: ignore[arg-type]
+    abstract = frozenset(n.encode("utf-8", "surrogateescape") for n in plan.get("abstract", []))
+    return EngineTargets(frozenset(paths), frozenset(ports), abstract)
+
+
+def caller_hosts(environ_block: bytes) -> list[tuple[str, bytes | int]]:
+    """The endpoints DOCKER_HOST and CONTAINER_HOST name in a /proc/PID/environ block. Pure."""
+    found = []
+    for item in environ_block.split(b"\0"):
+        if item.startswith(HOST_VARIABLES):
+            endpoint = host_endpoint(item.partition(b"=")[2].decode("utf-8", "replace"))
+            if endpoint is not None:
+                found.append(endpoint)
+    return found
+
+
+def path_attempt(path: bytes, error: int, targets: EngineTargets,
+                 hosts: list[tuple[str, bytes | int]] | None = None) -> str | None:
+    """Why a pathname connect the kernel answered ERROR (the path was hidden or masked in the
+    run's view) is an attempt to reach an engine, or None. HOSTS: the caller's DOCKER_HOST and
+    CONTAINER_HOST endpoints (:func:`caller_hosts`), asked only when the path is no known one.
+    Pure."""
+    if path in targets.paths:
+        why = "an engine's path"
+    elif path.rpartition(b"/")[2] in ENGINE_SOCKET_NAMES:
+        why = "an engine's socket name"
+    elif hosts and ("path", path) in hosts:
+        why = "the caller's DOCKER_HOST"
+    else:
+        return None
+    what = "hidden from the run" if error == errno.ENOENT else "masked" if error == errno.ECONNREFUSED \
+        else "not reachable"
+    return f"{why}, {what} ({errno.errorcode.get(error, error)})"
+
+
 # --- starting bwrap under the filter ------------------------------------------------------
 def spawn_filtered(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...],
                    arch: str | None = None, stdio: tuple[int, int, int] = (0, 1, 2), *,
@@ -568,7 +666,8 @@ class Mediator:
     MAX_PIDFDS = 16  # per thread: pidfds of recent callers
     MAX_CALLERS = 8
 
-    def __init__(self, listener: int, arch: str | None = None) -> None:
+    def __init__(self, listener: int, arch: str | None = None,
+                 targets: Callable[[], EngineTargets] | None = None) -> None:
         from . import syscalls as _linux
 
         self.arch = arch or os.uname().machine
@@ -579,6 +678,14 @@ class Mediator:
         self.audit_arch = AUDIT_ARCH[self.arch]
         self.connect_nr = NR[self.arch]["connect"]
         self.refusals: dict[tuple[str, str], Refusal] = {}
+        # Attempts to reach an engine, the command's only (named from end_proof on: the
+        # prover's own tries are not, and cost nothing): refusals, and connects the kernel
+        # answered for a hidden engine path or an engine port (issue 26 item 2).
+        self.attempts: dict[tuple[str, str], Refusal] = {}
+        self._naming = False
+        self._make_targets = targets
+        self._targets: EngineTargets | None = None  # made at the first attempt that needs them
+        self._hosts: dict[int, list[tuple[str, bytes | int]]] = {}  # pid -> its DOCKER_HOST & co.
         self.errors: list[str] = []  # mediator faults (each answered ECONNREFUSED)
         self.mediated = 0
         self._diag: sockdiag.DiagSocket | None = None
@@ -623,6 +730,7 @@ class Mediator:
         (The prover's own tries are refused too, and are not reported.)"""
         with self._lock:
             self.proof_refusals, self.refusals = self.refusals, {}
+            self._naming = True
 
     def _fail(self, why: str) -> None:
         """The mediation stopped by itself: say so once (the kernel answers ENOSYS to every
@@ -715,6 +823,18 @@ class Mediator:
 
     def summary(self) -> list[dict]:
         return [r.to_json() for r in sorted(self.refusals.values(), key=lambda r: -r.count)]
+
+    def attempt_summary(self) -> list[dict]:
+        """The command's attempts to reach an engine, most frequent first (--report's
+        ``engine_attempts``: the shape of ``connects_refused``)."""
+        with self._lock:
+            found = sorted(self.attempts.values(), key=lambda r: -r.count)
+        return [r.to_json() for r in found]
+
+    def targets(self) -> EngineTargets:
+        if self._targets is None:
+            self._targets = self._make_targets() if self._make_targets is not None else EngineTargets()
+        return self._targets
 
     def _spawn(self) -> None:
         """One more mediator thread. ``_thread`` directly: ``threading.Thread.start`` waits until
@@ -974,17 +1094,26 @@ class Mediator:
             if verdict.refused:
                 self._record(nid, pid, raw, verdict.reason)
             if verdict.action != "connect":
+                if pathname and self._naming and not verdict.refused:
+                    self._name_hidden(nid, pid, raw, verdict.error)
                 return verdict.error
+            if self._naming and kind in ("inet", "inet6") and (raw[2] << 8 | raw[3]) in self.targets().ports:
+                self._name_port(nid, pid, raw)
             connect_to = _PROC_SELF_FD + b"%d\0" % pathfd if pathfd >= 0 else raw
             blocking = not fcntl.fcntl(sockfd, fcntl.F_GETFL) & os.O_NONBLOCK
             self._valid(nid)  # the one check before acting: every read above was the caller's
             if not blocking:
-                return self._linux.connect_raw(sockfd, connect_to)  # never sleeps
-            self._blocking_connect(me)  # may block (full backlog, SYN retries): others must not wait on it
-            try:
-                return self._linux.connect_raw(sockfd, connect_to)
-            finally:
-                self._unblocked(me)
+                error = self._linux.connect_raw(sockfd, connect_to)  # never sleeps
+            else:
+                self._blocking_connect(me)  # may block (full backlog, SYN retries): others must not wait
+                try:
+                    error = self._linux.connect_raw(sockfd, connect_to)
+                finally:
+                    self._unblocked(me)
+            if error and kind == "abstract" and self._naming and raw[3:] in self.targets().abstract:
+                # Nothing of the run has that name, and something outside had it at the start.
+                self._attempt(nid, pid, raw, "an abstract name bound outside when the run started")
+            return error
         finally:
             if pathfd >= 0:
                 os.close(pathfd)
@@ -1104,6 +1233,95 @@ class Mediator:
             entry.count += 1
             if len(entry.callers) < self.MAX_CALLERS:
                 entry.callers.append((pid, comm))
+            if self._naming:
+                self._count_attempt(key, pid, comm)
+
+    def _count_attempt(self, key: tuple[str, str], pid: int, comm: str) -> None:
+        """Under ``_lock``: one more attempt at KEY (target, reason) by PID (distinct callers)."""
+        entry = self.attempts.setdefault(key, Refusal(*key))
+        entry.count += 1
+        if len(entry.callers) < self.MAX_CALLERS and (pid, comm) not in entry.callers:
+            entry.callers.append((pid, comm))
+
+    def _name_hidden(self, nid: int, pid: int, raw: bytes, error: int) -> None:
+        """A pathname connect the kernel answered ERROR in the run's view: an attempt when the
+        path is an engine's (:func:`path_attempt`); the caller's environment is read only for a
+        path that is no known one, to see whether its DOCKER_HOST names it."""
+        path, targets = unix_path(raw), self.targets()
+        reason = path_attempt(path, error, targets)
+        if reason is None and error == errno.ENOENT:
+            # A symlink to a hidden engine path (``ln -s /run/docker.sock ./d.sock``): its
+            # target, one hop, read through the caller's root or cwd (a name only: the connect
+            # was answered already, nothing is opened).
+            base = f"/proc/{pid}/root" if path[:1] == b"/" else f"/proc/{pid}/cwd"
+            try:
+                link = os.readlink(os.fsencode(base) + b"/" + path)
+            except (OSError, ValueError):
+                link = None
+            if link is not None:
+                reason = path_attempt(link, error, targets)
+                if reason is not None:
+                    reason = f"a symlink to {os.fsdecode(link)}: {reason}"
+        if reason is None:
+            hosts = self._caller_hosts(pid)
+            if not hosts:
+                return
+            reason = path_attempt(path, error, targets, hosts)
+            if reason is None:
+                return
+        self._attempt(nid, pid, raw, reason)
+
+    def _caller_hosts(self, pid: int) -> list[tuple[str, bytes | int]]:
+        """The DOCKER_HOST/CONTAINER_HOST endpoints in PID's environment, read once per pid (a
+        /proc/PID/environ read goes through the caller's memory: ~100 µs measured, paid for
+        every failed lookup of glibc's nscd socket otherwise). A name only: a pid reused or an
+        environment changed by an exec since at worst misnames an attempt, it decides nothing."""
+        cache = self._hosts
+        found = cache.get(pid)
+        if found is None:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    block = f.read(1 << 17)  # what DOCKER_HOST can be found in; the rest is ignored
+            except OSError:
+                return []
+            found = caller_hosts(block) if b"_HOST=" in block else []
+            if len(cache) >= self.MAX_PIDFDS * 4:
+                cache.pop(next(iter(cache)), None)
+            cache[pid] = found
+        return found
+
+    def _name_port(self, nid: int, pid: int, raw: bytes) -> None:
+        """A connect to an engine port from the run's network namespace, where the run's own
+        listeners are the only ones: an attempt unless one of them listens on that port (a test
+        with its own fake engine). The connect itself goes on as before."""
+        port = raw[2] << 8 | raw[3]
+        diag = self._diag
+        try:
+            if diag is not None and any(s.port == port for s in diag.tcp_listeners()):
+                return
+        except (OSError, sockdiag.SockDiagError):
+            pass  # named: better a name too many than an attempt unnamed
+        self._attempt(nid, pid, raw, "an engine port, nothing of the run listens there")
+
+    def _attempt(self, nid: int, pid: int, raw: bytes, reason: str) -> None:
+        """Count an attempt (not a refusal) with the caller's pid and command, once ID_VALID has
+        said the caller is still the one waiting (as :meth:`_record`). A caller counted at this
+        target already is counted again without reading its command anew (a client retrying in
+        a loop pays one set lookup, not a /proc read per try)."""
+        key = (parse_sockaddr(raw).describe(), reason)
+        with self._lock:
+            entry = self.attempts.get(key)
+            if entry is not None and any(p == pid for p, _ in entry.callers):
+                entry.count += 1
+                return
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as f:
+                comm = f.read().rstrip(b"\n").decode("utf-8", "replace")
+        except OSError:
+            comm = "?"
+        self._valid(nid)
+        with self._lock:
+            self._count_attempt(key, pid, comm)
 
 
 _O_DIR = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC

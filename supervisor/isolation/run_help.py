@@ -51,8 +51,10 @@ options:
                       reach, e.g. --publish 8000. Loopback only; engine ports (2375-2377,
                       4243, 6443, 10250) are refused
   --report FILE       write the run as JSON: proven properties, exit status, timings, the
-                      ending, network attempts, e.g. --report run.json
-  --quiet             no status lines on success (failures are still one line each)
+                      ending, CPU time and peak memory, network attempts, attempts to reach
+                      an engine, e.g. --report run.json
+  --quiet             no status lines on success (failures, and attempts to reach an engine,
+                      are still one line each)
   -h, --help          this help
   --                  ends the options: everything after it is CMD
 

@@ -1,16 +1,17 @@
 """T-64: nothing a run can prepare runs with more than CMD has while the sandbox is proven,
 and nothing of the proof outlives it (red-team review of the held sandbox and its prover).
 
-The prover tries ``sudo -n true`` inside the held sandbox, from the first absolute PATH dir
-outside every writable place. Here that is a read-only tool dir (under /srv) holding a stand-in
-``sudo`` that records what it was given and, in the second case, leaves a process behind:
+Until issue 26 the prover tried ``sudo -n true`` inside the held sandbox, from the first
+absolute PATH dir outside every writable place; a kept ``LD_LIBRARY_PATH`` into the work dir
+made the real sudo load a library a previous run left there, whose code then ran while the
+sandbox was held. Now the per-run proof executes no program (P5 rests on what the kernel
+reports of the held process: docs/isolation.md, "Why P5 needs no sudo per run"). Here a
+read-only tool dir (under /srv) holds a stand-in ``sudo`` that records what it was given and
+leaves a process behind:
 
-* it gets a fixed environment (not the run's: a kept ``LD_LIBRARY_PATH`` into the work dir
-  made the real sudo load a library a previous run left there, whose code then ran while the
-  sandbox was held, beside /proc/1/fd of bwrap's O_PATH /proc of the host and the gate's pipe)
-  and no descriptor but 0-2 (not the supervisor's, nor one the caller let it inherit);
-* a process it leaves behind is found before the verdict: the run is refused (125), CMD never
-  starts, and nothing is left after the ending.
+* a run never executes it (CMD starts, the run is proven, nothing is left after the ending);
+* ``no-docker check`` inside a run, which keeps the try, gives it a fixed environment (not the
+  run's) and no descriptor but 0-2, and waits for it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from isolation_cases import require_bwrap, run
+from isolation_cases import cli, require_bwrap, run
 
 STAND_IN = """#!/usr/bin/python3 -I
 # A stand-in for sudo: what it was given goes to the work dir; it fails, as sudo must.
@@ -68,7 +69,36 @@ def _env(tools: Path, work: Path) -> dict[str, str]:
                 T64_KEPT="kept")
 
 
-def test_the_sudo_try_gets_a_fixed_environment_and_no_descriptor(tmp_path, tools_dir):
+def _left_behind() -> list[str]:
+    """The stand-in's leftover, found by its command line (a duration nothing else uses); ours
+    (the test's stand-in) and never to be left: ended here, and the caller fails."""
+    left = subprocess.run(["pgrep", "-f", "^sleep 31.6417$"], capture_output=True, text=True,
+                          timeout=120).stdout.split()
+    for pid in left:
+        os.kill(int(pid), signal.SIGKILL)
+    return left
+
+
+def test_the_proof_of_a_run_executes_no_sudo(tmp_path, tools_dir):
+    require_bwrap()
+    work = tmp_path / "work"
+    work.mkdir()
+    record = work / "sudo-was-given"
+    tools = _tools(tools_dir, record, leave=True)
+    marker = work / "cmd-ran"
+    try:
+        result = run(["--report", str(tmp_path / "report.json"), "--", "sh", "-c", f"touch {marker}"],
+                     cwd=work, env=_env(tools, work))
+    finally:
+        left = _left_behind()
+    assert result.returncode == 0, result.stderr
+    assert marker.exists(), "CMD did not run"
+    assert '"P5"' in (tmp_path / "report.json").read_text(), "P5 is not among the proven properties"
+    assert not record.exists(), f"the proof ran the sudo on PATH: {record.read_text()}"
+    assert not left, "a process of the proof outlived the run"
+
+
+def test_the_sudo_try_of_check_gets_a_fixed_environment_and_no_descriptor(tmp_path, tools_dir):
     require_bwrap()
     work = tmp_path / "work"
     work.mkdir()
@@ -77,38 +107,18 @@ def test_the_sudo_try_gets_a_fixed_environment_and_no_descriptor(tmp_path, tools
     read_end, write_end = os.pipe()  # a descriptor the caller lets no-docker inherit
     os.set_inheritable(write_end, True)
     try:
-        result = run(["--keep-env", "LD_LIBRARY_PATH", "--keep-env", "T64_KEPT", "--",
-                      "sh", "-c", "echo CMD RAN"], cwd=work, env=_env(tools, work), pass_fds=(write_end,))
+        result = run(["--keep-env", "LD_LIBRARY_PATH", "--keep-env", "T64_KEPT", "--", *cli("check")],
+                     cwd=work, env=_env(tools, work), pass_fds=(write_end,))
     finally:
         os.close(read_end)
         os.close(write_end)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == "CMD RAN\n"
-    given = record.read_text()  # the stand-in ran: the try is real
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert record.exists(), f"check did not try the sudo on PATH: {result.stdout}"  # the try is real
+    given = record.read_text()
     names = {line.split("=", 1)[0] for line in given.splitlines() if "=" in line}
     assert "LD_LIBRARY_PATH" not in names and "T64_KEPT" not in names, given
     fds = next(line for line in given.splitlines() if line.startswith("FDS ")).split()[1:]
     assert fds == ["0", "1", "2"], given
-
-
-def test_a_process_the_proof_left_refuses_the_run(tmp_path, tools_dir):
-    require_bwrap()
-    work = tmp_path / "work"
-    work.mkdir()
-    record = work / "sudo-was-given"
-    tools = _tools(tools_dir, record, leave=True)
-    marker = work / "cmd-ran"
-    result = run(["--", "sh", "-c", f"touch {marker}"], cwd=work, env=_env(tools, work))
-    assert record.exists(), result.stderr  # the stand-in ran
-    assert result.returncode == 125, result.stderr
-    assert "P1 not proven: processes" in result.stderr and "outlived it" in result.stderr, result.stderr
-    assert not marker.exists(), "CMD ran although something of the proof lived on"
-    # A duration nothing else uses: the stand-in's own leftover, found by its command line.
-    left = subprocess.run(["pgrep", "-f", "^sleep 31.6417$"], capture_output=True, text=True,
-                          timeout=120).stdout.split()
-    for pid in left:  # ours (the test's stand-in) and never to be left: end it, then fail
-        os.kill(int(pid), signal.SIGKILL)
-    assert not left, "a process of the proof outlived the run"
 
 
 if __name__ == "__main__":  # pragma: no cover

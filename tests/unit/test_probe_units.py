@@ -116,3 +116,21 @@ def test_listening_tcp_lists_a_listener_of_this_namespace(family, host):
         port = server.getsockname()[1]
         assert port in probe.listening_tcp(family)
     assert port not in probe.listening_tcp(family)
+
+
+def test_the_held_proof_never_tries_sudo_and_check_does(monkeypatch):
+    # Issue 26's decision: the per-run proof (held) rests P5 on NoNewPrivs and the empty
+    # capability sets; `check` keeps the sudo try, waited for in its own step.
+    tried = []
+    monkeypatch.setattr(probe.Probe, "start_sudo", lambda self: tried.append(self.held is not None))
+    held = probe.Probe({}, gate=True, held=probe.Held(frozenset(), (), None))
+    assert "p5_sudo" not in [check.__name__ for _, check in held.steps()]
+    for name in [check.__name__ for _, check in held.steps()]:
+        monkeypatch.setattr(held, name, lambda: None)
+    monkeypatch.setattr(held, "finish_userns_try", lambda: None)
+    monkeypatch.setattr(probe, "visible_pids", lambda: [1])
+    held.run_all()
+    assert tried == [] and "P5" in held.proven
+    check = probe.Probe({}, gate=False)
+    steps = [(prop, step.__name__) for prop, step in check.steps()]
+    assert steps.index(("P5", "p5_sudo")) == steps.index(("P5", "p5")) + 1

@@ -30,7 +30,7 @@ class FakeLife:
 class IdleMediator:
     """Stands in for the connect mediation: no filter is installed, nothing is started."""
 
-    def __init__(self, listener: int) -> None:
+    def __init__(self, listener: int, targets: object = None) -> None:
         os.close(listener)
 
     def start(self) -> None:
