@@ -40,6 +40,11 @@ from .records import MAX_RAW_KEPT, BodyDigest, Record, connection_record, raw_re
 from .sniff import sniff
 
 MAX_BODY_READ = 1 << 30  # beyond this a body is cut short (recorded as incomplete) and answered 413
+# At a connection's end, what the kernel still holds for it is read, up to this much: the
+# queue itself is bounded by the socket buffers (~200 KiB), so only a client that goes on
+# writing while the canary reads could reach it.
+MAX_READ_DRY = 16 << 20
+READ_DRY_CHUNK = 1 << 18
 BACKLOG = 1024
 SHUTDOWN_GRACE = 2.0  # seconds the answers already given get to reach slow readers at SIGTERM
 
@@ -302,14 +307,49 @@ class EngineConnection(asyncio.Protocol):
         if self.finished:
             return
         self.last_activity = asyncio.get_running_loop().time()
+        self._take_in(data)
+        if self.hijacked < 0:
+            self._confirm()
+            self._work()
+
+    def _take_in(self, data: bytes) -> None:
+        """Bytes read from the client: the framer's, or after a 101 the stream's."""
         if self.hijacked >= 0:
             if len(self.stream) < MAX_RAW_KEPT:
                 self.stream += data[:MAX_RAW_KEPT - len(self.stream)]
             self.stream_len += len(data)
+        else:
+            self.framer.feed(data)
+
+    def _read_dry(self) -> None:
+        """Read what the kernel still queues for this socket, without waiting and at most
+        MAX_READ_DRY bytes, before the connection's last record is written.
+
+        A connection can end while the client's bytes wait in the socket: reading was paused
+        (the client does not read its answers), the client closed or reset after pipelining,
+        SIGTERM, the idle timeout, a request that ends the connection. Those bytes were
+        accepted by the kernel from the client, so they are attempts and must be in the log
+        (issue 27: ~3300 pipelined requests were in no record). The socket is non-blocking
+        (asyncio made it so); read(2) on it is recv(2) without flags, and EAGAIN means the
+        queue is empty. asyncio closes the socket only after ``connection_lost`` returns
+        (selector_events ``_call_connection_lost``), so this works there too.
+        """
+        transport = self.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is None:
             return
-        self.framer.feed(data)
-        self._confirm()
-        self._work()
+        got = 0
+        while got < MAX_READ_DRY:
+            try:
+                data = os.read(sock.fileno(), min(READ_DRY_CHUNK, MAX_READ_DRY - got))
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # reset (after its queued bytes were read), or already closed
+                return
+            if not data:
+                return
+            got += len(data)
+            self._take_in(data)
 
     def eof_received(self) -> bool | None:
         if self.finished:
@@ -373,8 +413,9 @@ class EngineConnection(asyncio.Protocol):
             assert self.request is not None
             self.request.body.feed(event.data)
             if self.request.body.length > MAX_BODY_READ:
-                # Enough: the rest read so far is this body too; the rest unread stays unread.
+                # Enough: the rest read so far, and what is queued now, is this body too.
                 self.request.body.complete = False
+                self._read_dry()
                 self.framer.consumed += len(self.framer.pending)
                 self.framer.pending.clear()
                 self.framer.stop()
@@ -388,6 +429,7 @@ class EngineConnection(asyncio.Protocol):
             if prepared is not None:
                 self._deliver(*prepared)
         elif isinstance(event, Bad):
+            self._read_dry()  # the rest, up to now, is in the record of what broke the rules
             answer = engine.error(event.status, f"bad HTTP/1.x request: {event.reason}")
             summary = f"bad HTTP/1.x: {event.reason}"
             prepared = None
@@ -407,6 +449,7 @@ class EngineConnection(asyncio.Protocol):
                 self._deliver(*prepared)
             self._hang_up()
         else:  # Raw: not HTTP/1.x at all; recorded, never answered
+            self._read_dry()
             self._record_pending(event.raw_kind, event.summary)
             self.finished = True
             self._hang_up()
@@ -488,6 +531,7 @@ class EngineConnection(asyncio.Protocol):
         if self.finished:
             return
         self.answering = False
+        self._read_dry()
         if self.hijacked >= 0:
             self.finished = True
             if self.stream_len:
