@@ -35,7 +35,7 @@ from urllib.parse import unquote
 from . import engine
 from .errors import CanaryError, CanaryUsageError
 from .framing import MAX_LINE, Bad, Body, End, Event, Framer, Head
-from .recorder import Recorder
+from .recorder import Recorder, Wire, wire_path
 from .records import MAX_RAW_KEPT, BodyDigest, Record, connection_record, raw_record, request_record
 from .sniff import sniff
 
@@ -194,6 +194,7 @@ class Canary:
     recorder: Recorder
     mode: str = "answer"
     idle_timeout: float = 30.0
+    wire: Wire | None = None  # every byte read, before it is framed (None: in-process tests only)
     connections: set[EngineConnection] = field(default_factory=set)
     conn_count: int = 0
     write_failures: int = 0
@@ -209,6 +210,20 @@ class Canary:
                 print(f"no-docker canary: cannot write the log ({err.strerror}); "
                       f"hanging up without answering ({self.write_failures} so far)", file=sys.stderr)
             return None
+
+    def spool(self, conn_seq: int, offset: int, data: bytes) -> bool:
+        """Put ``data`` in the wire file before it is framed; False when it could not be."""
+        if self.wire is None:
+            return True
+        try:
+            self.wire.write(conn_seq, offset, data)
+        except OSError as err:
+            self.write_failures += 1
+            if self.write_failures == 1 or self.write_failures % 1000 == 0:
+                print(f"no-docker canary: cannot write the wire file ({err.strerror}); "
+                      f"hanging up without answering ({self.write_failures} so far)", file=sys.stderr)
+            return False
+        return True
 
 
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
@@ -268,6 +283,8 @@ class EngineConnection(asyncio.Protocol):
         self.listener = listener
         self.transport: asyncio.Transport | None = None
         self.conn = 0
+        self.conn_seq = 0  # the seq of this connection's record: its key in the wire file
+        self.read_len = 0  # bytes read from the client so far (the offset of the next piece)
         self.framer = Framer()
         self.request: _Request | None = None
         self.answering = True  # False once an answer ended the connection, or at shutdown
@@ -295,10 +312,12 @@ class EngineConnection(asyncio.Protocol):
             peer: dict[str, Any] = {"address": host, "port": port}
         else:
             peer = peer_of(transport.get_extra_info("socket"), self.listener.kind)
-        if self.canary.record(connection_record(self.listener.address, self.conn, peer)) is None:
+        written = self.canary.record(connection_record(self.listener.address, self.conn, peer))
+        if written is None:
             self.finished = True
             self._hang_up(abort=True)
             return
+        self.conn_seq = written["seq"]
         self.canary.connections.add(self)
         if self.canary.stopping:  # accepted just before the listeners closed: recorded, then closed
             self.shutdown()
@@ -307,19 +326,28 @@ class EngineConnection(asyncio.Protocol):
         if self.finished:
             return
         self.last_activity = asyncio.get_running_loop().time()
-        self._take_in(data)
+        if not self._take_in(data):
+            # Not on disk before it is framed: nothing more is answered (what was read is still
+            # recorded in the log, unanswered), as when a record cannot be written.
+            self._finish("the canary cannot write its wire file")
+            self._hang_up(abort=True)
+            return
         if self.hijacked < 0:
             self._confirm()
             self._work()
 
-    def _take_in(self, data: bytes) -> None:
-        """Bytes read from the client: the framer's, or after a 101 the stream's."""
+    def _take_in(self, data: bytes) -> bool:
+        """Bytes read from the client: first into the wire file (so a SIGKILL loses nothing
+        read), then the framer's, or after a 101 the stream's. False: not in the wire file."""
+        spooled = self.canary.spool(self.conn_seq, self.read_len, data)
+        self.read_len += len(data)
         if self.hijacked >= 0:
             if len(self.stream) < MAX_RAW_KEPT:
                 self.stream += data[:MAX_RAW_KEPT - len(self.stream)]
             self.stream_len += len(data)
         else:
             self.framer.feed(data)
+        return spooled
 
     def _read_dry(self) -> None:
         """Read what the kernel still queues for this socket, without waiting and at most
@@ -349,7 +377,8 @@ class EngineConnection(asyncio.Protocol):
             if not data:
                 return
             got += len(data)
-            self._take_in(data)
+            if not self._take_in(data):
+                self.answering = False  # not in the wire file: recorded, never answered
 
     def eof_received(self) -> bool | None:
         if self.finished:
@@ -647,7 +676,12 @@ async def serve(specs: list[ListenerSpec], log: Path, *, mode: str = "answer", r
     loop = asyncio.get_running_loop()
     _raise_fd_limit()
     recorder = Recorder(log)
-    canary = Canary(recorder, mode, idle_timeout)
+    try:
+        wire = Wire(wire_path(log))
+    except CanaryError:
+        recorder.close()
+        raise
+    canary = Canary(recorder, mode, idle_timeout, wire)
     servers: list[asyncio.AbstractServer] = []
     created: list[tuple[str, int]] = []  # socket files we made: (path, inode), removed at exit
     stop = asyncio.Event()
@@ -683,6 +717,7 @@ async def serve(specs: list[ListenerSpec], log: Path, *, mode: str = "answer", r
     finally:
         await _stop(canary, servers, reaper)
         recorder.close()
+        wire.close()
         for path, inode in created:
             with contextlib.suppress(OSError):
                 if os.stat(path).st_ino == inode:
