@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import email.utils
 import errno
+import fcntl
 import ipaddress
 import json
 import os
@@ -25,6 +26,7 @@ import socket
 import stat
 import struct
 import sys
+import termios
 import time
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -41,8 +43,8 @@ from .sniff import sniff
 
 MAX_BODY_READ = 1 << 30  # beyond this a body is cut short (recorded as incomplete) and answered 413
 # At a connection's end, what the kernel still holds for it is read, up to this much: the
-# queue itself is bounded by the socket buffers (~200 KiB), so only a client that goes on
-# writing while the canary reads could reach it.
+# queue is bounded by the socket buffers (~200 KiB on a unix socket, net.ipv4.tcp_rmem's
+# maximum, 6 MiB by default, over TCP).
 MAX_READ_DRY = 16 << 20
 READ_DRY_CHUNK = 1 << 18
 BACKLOG = 1024
@@ -350,33 +352,39 @@ class EngineConnection(asyncio.Protocol):
         return spooled
 
     def _read_dry(self) -> None:
-        """Read what the kernel still queues for this socket, without waiting and at most
-        MAX_READ_DRY bytes, before the connection's last record is written.
+        """Read what the kernel queues for this socket at this moment, without waiting and at
+        most MAX_READ_DRY bytes, before the connection's last record is written.
 
         A connection can end while the client's bytes wait in the socket: reading was paused
         (the client does not read its answers), the client closed or reset after pipelining,
         SIGTERM, the idle timeout, a request that ends the connection. Those bytes were
         accepted by the kernel from the client, so they are attempts and must be in the log
-        (issue 27: ~3300 pipelined requests were in no record). The socket is non-blocking
-        (asyncio made it so); read(2) on it is recv(2) without flags, and EAGAIN means the
-        queue is empty. asyncio closes the socket only after ``connection_lost`` returns
+        (issue 27: ~3300 pipelined requests were in no record). How many is asked first
+        (FIONREAD, i.e. SIOCINQ: the unread bytes of the receive queue, unix(7) and tcp(7)),
+        and no more is read: over TCP the window the reads open lets the client send on, and
+        what it sends after the canary decided to end the connection is never read, as ever.
+        The socket is non-blocking (asyncio made it so); read(2) on it is recv(2) without
+        flags. asyncio closes the socket only after ``connection_lost`` returns
         (selector_events ``_call_connection_lost``), so this works there too.
         """
         transport = self.transport
         sock = transport.get_extra_info("socket") if transport is not None else None
         if sock is None:
             return
-        got = 0
-        while got < MAX_READ_DRY:
+        try:
+            fd = sock.fileno()
+            queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        except OSError:  # already closed
+            return
+        left = min(queued, MAX_READ_DRY)
+        while left > 0:
             try:
-                data = os.read(sock.fileno(), min(READ_DRY_CHUNK, MAX_READ_DRY - got))
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:  # reset (after its queued bytes were read), or already closed
+                data = os.read(fd, min(READ_DRY_CHUNK, left))
+            except OSError:  # EAGAIN, or a reset after its queued bytes were read
                 return
             if not data:
                 return
-            got += len(data)
+            left -= len(data)
             if not self._take_in(data):
                 self.answering = False  # not in the wire file: recorded, never answered
 
