@@ -145,7 +145,7 @@ class Wire:
     A piece is the line ``CONN_SEQ OFFSET LENGTH``, then the bytes: CONN_SEQ is the ``seq`` of the
     connection's ``connection`` record (unique in the log, across restarts), OFFSET where the
     piece starts among the bytes the connection sent, the same offsets as the records'. The
-    write is one ``writev(2)`` on an ``O_APPEND`` descriptor, as the log's: in the kernel's
+    write is one ``write(2)`` on an ``O_APPEND`` descriptor, as the log's: in the kernel's
     page cache when it returns."""
 
     def __init__(self, path: Path) -> None:
@@ -159,12 +159,10 @@ class Wire:
 
     def write(self, conn_seq: int, offset: int, data: bytes) -> None:
         """Append one piece. Raises OSError (then the piece may be torn: the reader says so)."""
-        head = wire_entry_head(conn_seq, offset, len(data))
-        written = os.writev(self._fd, [head, data])
-        if written < len(head) + len(data):  # a short write (a signal, a full disk): the rest
-            rest = memoryview(head + data)[written:]
-            while rest:
-                rest = rest[os.write(self._fd, rest):]
+        # One write(2) of head and bytes joined: a SIGKILL can then tear only the last piece.
+        piece = memoryview(wire_entry_head(conn_seq, offset, len(data)) + data)
+        while piece:  # a short write (a signal, a full disk): the rest
+            piece = piece[os.write(self._fd, piece):]
 
     def close(self) -> None:
         if self._fd >= 0:
