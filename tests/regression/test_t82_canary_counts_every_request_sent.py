@@ -81,7 +81,7 @@ def test_a_client_that_pipelines_and_closes_without_reading_is_counted_whole(gua
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-600:]
     sent = json.loads(done.stdout)["sent"]
     complete, rest = divmod(sent, SIZE)
-    assert complete > 1000  # the canary stopped reading: most of it waited in the socket
+    assert complete > 300  # the canary stopped reading: a part of it waited in the socket
     found = requests_of_one_connection(guard.settled_records(at_least=complete, timeout=60),
                                        "/v1.50/containers/t82-")
     requests = [r for r in found if r["kind"] == "request"]

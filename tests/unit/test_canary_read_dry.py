@@ -93,7 +93,7 @@ def test_a_client_that_pipelines_without_reading_then_closes_is_recorded_whole(c
         sent = pipeline_until_full(sock)
     finally:
         sock.close()
-    assert sent > 100_000  # the shape of the issue: thousands of requests, most never read before
+    assert sent > 32 * 1024  # the shape of the issue: many requests, a part never read before
     found = wait_for(canary, 1, sent // SIZE)
     check_every_byte_sent_is_recorded(found, sent)
     assert canary.complaints() == ""
