@@ -104,11 +104,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from .records import parse_log
-    from .show import render, summarize
+    from .show import read_wire, render, summarize
 
     try:
         with args.log.open("rb") as log:
-            summary = summarize(parse_log(log))
+            summary = summarize(parse_log(log), read_wire(args.log))
     except OSError as err:
         raise CanaryError(f"show {args.log}: cannot read: {err.strerror}") from None
     if summary.bad_lines and not summary.per_listener:

@@ -13,8 +13,18 @@ The rules follow what an engine's server (Go's net/http, which dockerd and podma
 executes: request line ``METHOD SP TARGET SP HTTP/1.x``, header lines ``name: value``,
 lines ending in CRLF or a bare LF, empty lines before a request line skipped; a body framed
 by ``Transfer-Encoding: chunked`` (which wins over ``Content-Length``; the connection is then
-closed after the answer, RFC 9112 §6.1) or by ``Content-Length`` (duplicates must agree);
-no other transfer coding; no body without either.
+closed after the answer, RFC 9112 §6.1) or by ``Content-Length``; no body without either.
+The body rules are ``transferReader.parseTransferEncoding``, ``fixLength`` and
+``parseContentLength`` of Go's src/net/http/transfer.go:
+* HTTP/1.0: ``Transfer-Encoding`` is ignored, whatever its value (Go issue 12785), so
+  ``Content-Length`` alone frames the body and a "chunk" after it is the next request;
+* HTTP/1.1 and later: exactly one ``Transfer-Encoding`` line, whose value is ``chunked``
+  (ASCII case-insensitive); anything else (two lines, ``chunked, chunked``, ``gzip``, an
+  empty value) is answered 501 and the connection ends;
+* every ``Content-Length`` is checked first, chunked or not: all lines the same value, a
+  decimal number below 2**63 (``strconv.ParseUint(cl, 10, 63)``: no sign, not empty).
+Where Go rejects a request the framer does too (``Bad``), so what follows it is recorded as
+the bytes it is, never as requests the engine would not have read.
 """
 
 from __future__ import annotations
@@ -103,21 +113,29 @@ def parse_head(head: bytes, offset: int) -> Head | Bad:
         headers.append((name, value.strip(b" \t")))
     method, target, version = (part.decode("latin-1") for part in match.groups())
     frozen = tuple(headers)
-    codings = [coding.strip().lower() for name, value in frozen if name.lower() == b"transfer-encoding"
-               for coding in value.split(b",")]
+    codings = [value for name, value in frozen if name.lower() == b"transfer-encoding"]
     lengths = [value for name, value in frozen if name.lower() == b"content-length"]
     tokens = _connection_tokens(frozen)
-    keep_alive = b"close" not in tokens if version == "HTTP/1.1" else b"keep-alive" in tokens
+    # transfer.go shouldClose: HTTP/1.0 keeps the connection only with keep-alive (and no close).
+    keep_alive = b"close" not in tokens and (version != "HTTP/1.0" or b"keep-alive" in tokens)
+    if version == "HTTP/1.0":
+        codings = []  # transfer.go: "Issue 12785; ignore Transfer-Encoding on HTTP/1.0 requests."
+    elif codings and (len(codings) != 1 or codings[0].lower() != b"chunked"):
+        return Bad("unsupported Transfer-Encoding", 501, False)
+    # fixLength checks every Content-Length before it looks at chunked.
+    if lengths and not content_length_ok(lengths):
+        return Bad("bad or conflicting Content-Length", 400, False)
     if codings:
-        if codings != [b"chunked"]:
-            return Bad("unsupported Transfer-Encoding", 501, False)
         # Content-Length too: chunked wins, and the connection ends after the answer.
         return Head(method, target, version, frozen, offset, keep_alive and not lengths, True, 0)
-    if lengths:
-        if any(not value.isdigit() for value in lengths) or len(set(lengths)) > 1:
-            return Bad("bad or conflicting Content-Length", 400, False)
-        return Head(method, target, version, frozen, offset, keep_alive, False, int(lengths[0]))
-    return Head(method, target, version, frozen, offset, keep_alive, False, 0)
+    length = int(lengths[0]) if lengths else 0
+    return Head(method, target, version, frozen, offset, keep_alive, False, length)
+
+
+def content_length_ok(values: list[bytes]) -> bool:
+    """Go's fixLength and parseContentLength: the lines agree, and the value is what
+    ``strconv.ParseUint(cl, 10, 63)`` takes (ASCII digits only, below 2**63)."""
+    return len(set(values)) == 1 and values[0].isdigit() and int(values[0]) < 1 << 63
 
 
 class Framer:

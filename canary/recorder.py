@@ -1,4 +1,4 @@
-"""The only writer of the canary log.
+"""The only writer of the canary log, and of its wire file (every byte read, before it is parsed).
 
 A record is one ``os.write`` on an ``O_APPEND`` descriptor, done before the caller sends a
 byte of answer. When ``write`` returns, the line is in the kernel's page cache: it survives
@@ -20,6 +20,7 @@ from .errors import CanaryError
 from .records import Record, dumps
 
 _TAIL = 1 << 16  # the log is read backwards in blocks of this size to find the last seq
+WIRE_SUFFIX = ".wire"
 
 
 _second_cache: list = [None, ""]  # (whole second, its formatted prefix): strftime once a second
@@ -119,6 +120,49 @@ class Recorder:
         self._write_all(dumps(line))
         self.seq += 1
         return line
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def wire_path(log: Path) -> Path:
+    """Where the wire file of ``log`` is: beside it, ``LOG.wire``."""
+    return log.with_name(log.name + WIRE_SUFFIX)
+
+
+def wire_entry_head(conn_seq: int, offset: int, length: int) -> bytes:
+    """The line before each piece of the wire file: ``CONN_SEQ OFFSET LENGTH``, then LENGTH bytes."""
+    return b"%d %d %d\n" % (conn_seq, offset, length)
+
+
+class Wire:
+    """Appends every piece the canary reads from a client to ``LOG.wire`` before the piece is
+    framed: a SIGKILLed canary then loses nothing it read, not the half of a request it had
+    not recorded yet, not the stream after a 101 (both are only recorded when they end).
+
+    A piece is the line ``CONN_SEQ OFFSET LENGTH``, then the bytes: CONN_SEQ is the ``seq`` of the
+    connection's ``connection`` record (unique in the log, across restarts), OFFSET where the
+    piece starts among the bytes the connection sent, the same offsets as the records'. The
+    write is one ``write(2)`` on an ``O_APPEND`` descriptor, as the log's: in the kernel's
+    page cache when it returns."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            # 0o600 as the log: the bytes are the same request headers and bodies.
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as err:
+            raise CanaryError(f"--log: cannot open its wire file {path} for appending: "
+                              f"{err.strerror}") from None
+
+    def write(self, conn_seq: int, offset: int, data: bytes) -> None:
+        """Append one piece. Raises OSError (then the piece may be torn: the reader says so)."""
+        # One write(2) of head and bytes joined: a SIGKILL can then tear only the last piece.
+        piece = memoryview(wire_entry_head(conn_seq, offset, len(data)) + data)
+        while piece:  # a short write (a signal, a full disk): the rest
+            piece = piece[os.write(self._fd, piece):]
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -255,3 +255,85 @@ def parse_log(lines: Iterable[bytes]) -> Iterator[LogLine]:
             yield LogLine(number, None, "not a record (no kind)")
             continue
         yield LogLine(number, record)
+
+
+# --- the wire file: every byte read, before it was framed (recorder.Wire) ------------------------
+
+_WIRE_HEAD = re.compile(rb"(\d{1,19}) (\d{1,19}) (\d{1,19})\n")
+
+
+@dataclass
+class WireFile:
+    """What ``LOG.wire`` holds: per connection (its ``connection`` record's seq), the bytes
+    read from offset 0 on; and what in the file is not as a writer leaves it."""
+
+    read: dict[int, bytearray]
+    problems: list[str]
+
+
+def parse_wire(data: bytes) -> WireFile:
+    """Pure. A torn last piece (a SIGKILL during its write) keeps the bytes that are there; a
+    line that is no piece head, or a piece that does not start where its connection's bytes
+    so far end, stops the reading (the file is not one writer's)."""
+    wire = WireFile({}, [])
+    at = 0
+    while at < len(data):
+        match = _WIRE_HEAD.match(data, at)
+        if match is None:
+            if re.fullmatch(rb"[\d ]{1,60}", data[at:]):  # the head's own write was cut short
+                wire.problems.append(f"byte {at}: a torn piece head at the end")
+            else:
+                wire.problems.append(f"byte {at}: not a piece head; the rest is not read")
+            break
+        conn_seq, offset, length = (int(group) for group in match.groups())
+        start = match.end()
+        piece = data[start:start + length]
+        read = wire.read.setdefault(conn_seq, bytearray())
+        if offset != len(read):
+            wire.problems.append(f"byte {at}: connection seq {conn_seq} piece at offset {offset}, "
+                                 f"but {len(read)} bytes came before it; the rest is not read")
+            break
+        read += piece
+        if len(piece) < length:
+            wire.problems.append(f"byte {at}: the last piece is torn ({len(piece)} of {length} bytes)")
+        at = start + length
+    return wire
+
+
+@dataclass(frozen=True)
+class Unrecorded:
+    """Bytes the canary read from a connection (the wire file) that no record covers."""
+
+    conn_seq: int
+    listener: str
+    conn: Any
+    offset: int
+    data: bytes
+
+
+def unrecorded(records: Iterable[Record], wire: WireFile) -> list[Unrecorded]:
+    """Pure. For each connection of the wire file, the bytes past the end of its last
+    ``request`` or ``raw`` record (records cover a connection's bytes from 0 without a gap).
+    A record belongs to the last ``connection`` record before it with its listener and conn."""
+    current: dict[tuple[Any, Any], int] = {}
+    names: dict[int, tuple[str, Any]] = {}
+    covered: dict[int, int] = {}
+    for record in records:
+        key = (record.get("listener"), record.get("conn"))
+        if not isinstance(key[1], int | str):
+            continue
+        if record.get("kind") == "connection" and isinstance(record.get("seq"), int):
+            current[key] = record["seq"]
+            names[record["seq"]] = (str(record.get("listener")), record.get("conn"))
+        elif record.get("kind") in ("request", "raw") and key in current:
+            offset, length = record.get("offset"), record.get("bytes_len")
+            if isinstance(offset, int) and isinstance(length, int):
+                seq = current[key]
+                covered[seq] = max(covered.get(seq, 0), offset + length)
+    found = []
+    for conn_seq, read in sorted(wire.read.items()):
+        end = covered.get(conn_seq, 0)
+        if len(read) > end:
+            listener, conn = names.get(conn_seq, ("?", None))
+            found.append(Unrecorded(conn_seq, listener, conn, end, bytes(read[end:])))
+    return found

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import email.utils
 import errno
+import fcntl
 import ipaddress
 import json
 import os
@@ -25,6 +26,7 @@ import socket
 import stat
 import struct
 import sys
+import termios
 import time
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -35,11 +37,16 @@ from urllib.parse import unquote
 from . import engine
 from .errors import CanaryError, CanaryUsageError
 from .framing import MAX_LINE, Bad, Body, End, Event, Framer, Head
-from .recorder import Recorder
+from .recorder import Recorder, Wire, wire_path
 from .records import MAX_RAW_KEPT, BodyDigest, Record, connection_record, raw_record, request_record
 from .sniff import sniff
 
 MAX_BODY_READ = 1 << 30  # beyond this a body is cut short (recorded as incomplete) and answered 413
+# At a connection's end, what the kernel still holds for it is read, up to this much: the
+# queue is bounded by the socket buffers (~200 KiB on a unix socket, net.ipv4.tcp_rmem's
+# maximum, 6 MiB by default, over TCP).
+MAX_READ_DRY = 16 << 20
+READ_DRY_CHUNK = 1 << 18
 BACKLOG = 1024
 SHUTDOWN_GRACE = 2.0  # seconds the answers already given get to reach slow readers at SIGTERM
 
@@ -189,6 +196,7 @@ class Canary:
     recorder: Recorder
     mode: str = "answer"
     idle_timeout: float = 30.0
+    wire: Wire | None = None  # every byte read, before it is framed (None: in-process tests only)
     connections: set[EngineConnection] = field(default_factory=set)
     conn_count: int = 0
     write_failures: int = 0
@@ -204,6 +212,20 @@ class Canary:
                 print(f"no-docker canary: cannot write the log ({err.strerror}); "
                       f"hanging up without answering ({self.write_failures} so far)", file=sys.stderr)
             return None
+
+    def spool(self, conn_seq: int, offset: int, data: bytes) -> bool:
+        """Put ``data`` in the wire file before it is framed; False when it could not be."""
+        if self.wire is None:
+            return True
+        try:
+            self.wire.write(conn_seq, offset, data)
+        except OSError as err:
+            self.write_failures += 1
+            if self.write_failures == 1 or self.write_failures % 1000 == 0:
+                print(f"no-docker canary: cannot write the wire file ({err.strerror}); "
+                      f"hanging up without answering ({self.write_failures} so far)", file=sys.stderr)
+            return False
+        return True
 
 
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
@@ -263,6 +285,8 @@ class EngineConnection(asyncio.Protocol):
         self.listener = listener
         self.transport: asyncio.Transport | None = None
         self.conn = 0
+        self.conn_seq = 0  # the seq of this connection's record: its key in the wire file
+        self.read_len = 0  # bytes read from the client so far (the offset of the next piece)
         self.framer = Framer()
         self.request: _Request | None = None
         self.answering = True  # False once an answer ended the connection, or at shutdown
@@ -290,10 +314,12 @@ class EngineConnection(asyncio.Protocol):
             peer: dict[str, Any] = {"address": host, "port": port}
         else:
             peer = peer_of(transport.get_extra_info("socket"), self.listener.kind)
-        if self.canary.record(connection_record(self.listener.address, self.conn, peer)) is None:
+        written = self.canary.record(connection_record(self.listener.address, self.conn, peer))
+        if written is None:
             self.finished = True
             self._hang_up(abort=True)
             return
+        self.conn_seq = written["seq"]
         self.canary.connections.add(self)
         if self.canary.stopping:  # accepted just before the listeners closed: recorded, then closed
             self.shutdown()
@@ -302,14 +328,65 @@ class EngineConnection(asyncio.Protocol):
         if self.finished:
             return
         self.last_activity = asyncio.get_running_loop().time()
+        if not self._take_in(data):
+            # Not on disk before it is framed: nothing more is answered (what was read is still
+            # recorded in the log, unanswered), as when a record cannot be written.
+            self._finish("the canary cannot write its wire file")
+            self._hang_up(abort=True)
+            return
+        if self.hijacked < 0:
+            self._confirm()
+            self._work()
+
+    def _take_in(self, data: bytes) -> bool:
+        """Bytes read from the client: first into the wire file (so a SIGKILL loses nothing
+        read), then the framer's, or after a 101 the stream's. False: not in the wire file."""
+        spooled = self.canary.spool(self.conn_seq, self.read_len, data)
+        self.read_len += len(data)
         if self.hijacked >= 0:
             if len(self.stream) < MAX_RAW_KEPT:
                 self.stream += data[:MAX_RAW_KEPT - len(self.stream)]
             self.stream_len += len(data)
+        else:
+            self.framer.feed(data)
+        return spooled
+
+    def _read_dry(self) -> None:
+        """Read what the kernel queues for this socket at this moment, without waiting and at
+        most MAX_READ_DRY bytes, before the connection's last record is written.
+
+        A connection can end while the client's bytes wait in the socket: reading was paused
+        (the client does not read its answers), the client closed or reset after pipelining,
+        SIGTERM, the idle timeout, a request that ends the connection. Those bytes were
+        accepted by the kernel from the client, so they are attempts and must be in the log
+        (issue 27: ~3300 pipelined requests were in no record). How many is asked first
+        (FIONREAD, i.e. SIOCINQ: the unread bytes of the receive queue, unix(7) and tcp(7)),
+        and no more is read: over TCP the window the reads open lets the client send on, and
+        what it sends after the canary decided to end the connection is never read, as ever.
+        The socket is non-blocking (asyncio made it so); read(2) on it is recv(2) without
+        flags. asyncio closes the socket only after ``connection_lost`` returns
+        (selector_events ``_call_connection_lost``), so this works there too.
+        """
+        transport = self.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is None:
             return
-        self.framer.feed(data)
-        self._confirm()
-        self._work()
+        try:
+            fd = sock.fileno()
+            queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        except OSError:  # already closed
+            return
+        left = min(queued, MAX_READ_DRY)
+        while left > 0:
+            try:
+                data = os.read(fd, min(READ_DRY_CHUNK, left))
+            except OSError:  # EAGAIN, or a reset after its queued bytes were read
+                return
+            if not data:
+                return
+            left -= len(data)
+            if not self._take_in(data):
+                self.answering = False  # not in the wire file: recorded, never answered
 
     def eof_received(self) -> bool | None:
         if self.finished:
@@ -373,8 +450,9 @@ class EngineConnection(asyncio.Protocol):
             assert self.request is not None
             self.request.body.feed(event.data)
             if self.request.body.length > MAX_BODY_READ:
-                # Enough: the rest read so far is this body too; the rest unread stays unread.
+                # Enough: the rest read so far, and what is queued now, is this body too.
                 self.request.body.complete = False
+                self._read_dry()
                 self.framer.consumed += len(self.framer.pending)
                 self.framer.pending.clear()
                 self.framer.stop()
@@ -388,6 +466,7 @@ class EngineConnection(asyncio.Protocol):
             if prepared is not None:
                 self._deliver(*prepared)
         elif isinstance(event, Bad):
+            self._read_dry()  # the rest, up to now, is in the record of what broke the rules
             answer = engine.error(event.status, f"bad HTTP/1.x request: {event.reason}")
             summary = f"bad HTTP/1.x: {event.reason}"
             prepared = None
@@ -407,6 +486,7 @@ class EngineConnection(asyncio.Protocol):
                 self._deliver(*prepared)
             self._hang_up()
         else:  # Raw: not HTTP/1.x at all; recorded, never answered
+            self._read_dry()
             self._record_pending(event.raw_kind, event.summary)
             self.finished = True
             self._hang_up()
@@ -488,6 +568,7 @@ class EngineConnection(asyncio.Protocol):
         if self.finished:
             return
         self.answering = False
+        self._read_dry()
         if self.hijacked >= 0:
             self.finished = True
             if self.stream_len:
@@ -603,7 +684,12 @@ async def serve(specs: list[ListenerSpec], log: Path, *, mode: str = "answer", r
     loop = asyncio.get_running_loop()
     _raise_fd_limit()
     recorder = Recorder(log)
-    canary = Canary(recorder, mode, idle_timeout)
+    try:
+        wire = Wire(wire_path(log))
+    except CanaryError:
+        recorder.close()
+        raise
+    canary = Canary(recorder, mode, idle_timeout, wire)
     servers: list[asyncio.AbstractServer] = []
     created: list[tuple[str, int]] = []  # socket files we made: (path, inode), removed at exit
     stop = asyncio.Event()
@@ -639,6 +725,7 @@ async def serve(specs: list[ListenerSpec], log: Path, *, mode: str = "answer", r
     finally:
         await _stop(canary, servers, reaper)
         recorder.close()
+        wire.close()
         for path, inode in created:
             with contextlib.suppress(OSError):
                 if os.stat(path).st_ino == inode:

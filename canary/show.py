@@ -1,13 +1,17 @@
-"""``no-docker canary show``: the log as a table, and counts per listener and per route."""
+"""``no-docker canary show``: the log as a table, and counts per listener and per route; with
+the wire file beside the log, the bytes the canary read that no record covers."""
 
 from __future__ import annotations
 
+import base64
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .records import LogLine, Record, route_of
+from .recorder import wire_path
+from .records import MAX_RAW_KEPT, LogLine, Record, Unrecorded, WireFile, parse_wire, route_of, unrecorded
 
 # What `canary show`'s table says, for its --help (canary/cli.py) and docs/canary.md.
 COLUMNS = """\
@@ -57,8 +61,17 @@ class Summary:
     per_route: Counter[str] = field(default_factory=Counter)
     bad_lines: list[str] = field(default_factory=list)
     seq_problems: list[str] = field(default_factory=list)  # a seq not above the one before: duplicates
+    wire: WireFile | None = None  # LOG.wire, when there is one
+    unrecorded: list[Unrecorded] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
+        wire = {} if self.wire is None else {
+            "unrecorded": [{"conn_seq": u.conn_seq, "listener": u.listener, "conn": u.conn,
+                            "offset": u.offset, "bytes_len": len(u.data),
+                            "bytes": base64.b64encode(u.data[:MAX_RAW_KEPT]).decode("ascii")}
+                           for u in self.unrecorded],
+            "wire_problems": self.wire.problems,
+        }
         return {
             "rows": [row.as_json() for row in self.rows],
             "per_listener": {name: dict(counts) for name, counts in sorted(self.per_listener.items())},
@@ -68,7 +81,7 @@ class Summary:
                        if kind != "unsent" or any(c["unsent"] for c in self.per_listener.values())},
             "bad_lines": self.bad_lines,
             "seq_problems": self.seq_problems,
-        }
+        } | wire
 
 
 def printable(text: str) -> str:
@@ -104,9 +117,20 @@ def peer_of(peer: object) -> tuple[int | None, str | None]:
     return (pid if isinstance(pid, int) and not isinstance(pid, bool) else None), address
 
 
-def summarize(lines: Iterable[LogLine]) -> Summary:
-    """Rows for request and raw records (the peer joined from the connection record)."""
-    summary = Summary()
+def read_wire(log: Path) -> WireFile | None:
+    """The wire file beside ``log``, parsed; None when there is none (a log of an older canary)
+    or it cannot be read."""
+    try:
+        return parse_wire(wire_path(log).read_bytes())
+    except OSError:
+        return None
+
+
+def summarize(lines: Iterable[LogLine], wire: WireFile | None = None) -> Summary:
+    """Rows for request and raw records (the peer joined from the connection record); with
+    ``wire``, the bytes read that no record covers."""
+    summary = Summary(wire=wire)
+    records: list[Record] = []
     peers: dict[tuple[str, Any], tuple[int | None, str | None]] = {}
     last_seq: int | None = None
     for line in lines:
@@ -119,6 +143,8 @@ def summarize(lines: Iterable[LogLine]) -> Summary:
             if last_seq is not None and seq <= last_seq:
                 summary.seq_problems.append(f"line {line.number}: seq {seq} after seq {last_seq}")
             last_seq = seq
+        if wire is not None:
+            records.append(record)
         kind = str(record.get("kind"))
         listener = str(record.get("listener", "?"))
         summary.per_listener.setdefault(listener, Counter())[kind] += 1
@@ -136,6 +162,8 @@ def summarize(lines: Iterable[LogLine]) -> Summary:
             time=str(record.get("time", "")), listener=listener, conn=record.get("conn"),
             pid=pid, peer_address=peer_address, kind=kind, what=_what(record), status=record.get("status"),
             route=route))
+    if wire is not None:
+        summary.unrecorded = unrecorded(records, wire)
     return summary
 
 
@@ -170,4 +198,13 @@ def render(summary: Summary, clip: int = 40) -> str:
         out.append(f"unreadable: {bad}")
     for problem in summary.seq_problems:
         out.append(f"seq out of order (a duplicate, or two writers): {problem}")
+    if summary.unrecorded:
+        out.append("read but in no record (in the wire file: the canary stopped before it recorded "
+                   "them, e.g. it was SIGKILLed):")
+    for piece in summary.unrecorded:
+        start = printable(piece.data[:60].decode("latin-1"))
+        out.append(printable(f"  {piece.listener} conn {piece.conn}: {len(piece.data)} bytes from offset "
+                             f"{piece.offset}: ") + start + ("…" if len(piece.data) > 60 else ""))
+    for problem in summary.wire.problems if summary.wire is not None else ():
+        out.append(f"wire file: {problem}")
     return "\n".join(out) + "\n"

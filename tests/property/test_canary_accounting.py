@@ -16,6 +16,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from no_docker.canary.process import started_canary
+from no_docker.canary.recorder import wire_path
+from no_docker.canary.records import parse_wire
 
 from tests.canary_wire_model import REQUESTS, TAILS, compare, expected, make_request, send_in_pieces, settle
 
@@ -109,3 +111,7 @@ def test_every_byte_sent_is_in_exactly_one_record(canary, framing, family, how):
     items = expected(requests, tail, cut)
     records = settle(canary, conn, len(items))
     compare(records, items, len(data))
+    # What was read went to the wire file first, byte for byte: exactly what the records cover.
+    conn_seq = next(r["seq"] for r in canary.records() if r["kind"] == "connection" and r["conn"] == conn)
+    read = parse_wire(wire_path(canary.log).read_bytes()).read.get(conn_seq, b"")
+    assert bytes(read) == data[:sum(r["bytes_len"] for r in records)]
