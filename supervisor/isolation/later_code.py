@@ -607,6 +607,8 @@ def _tool_sources(survey: Survey, dir_fd: int, rel: str, path: str, names: dict[
         named = [n for n in names if tool_sources.named_module(n)]
         if named:
             _importable_sources(survey, dir_fd, rel, path, {n: names[n] for n in named}, strict=False)
+    if rel and not tool_sources.STANZA_SKIP_DIRS.isdisjoint(rel.split("/")):
+        return  # a tool's cache (.hypothesis's examples: thousands of files without a suffix)
     for name in names:
         # d_type only (no stat): a regular file whose name could be a shell script's.
         if tool_sources.is_stanza_candidate(name) and names[name].is_file(follow_symlinks=False):
@@ -745,7 +747,8 @@ def _import_roots(found: Survey) -> list[str]:
     roots = []
     for candidate in candidates:
         real = realpath(candidate)
-        if is_under(real, found.root) and real != found.root and os.path.isdir(real) and real not in roots:
+        if is_under(real, found.root) and real != found.root and os.path.isdir(real) and real not in roots \
+                and not any(is_under(real, venv) for venv in found.venvs):  # read-only whole
             roots.append(real)
     return roots[:100]
 

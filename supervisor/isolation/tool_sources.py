@@ -56,6 +56,10 @@ VENV_CONFIGS = ("pip.conf",)
 STANZA_SUFFIXES = (".sh", ".bash", ".bats", ".ksh", ".test", ".t")
 STANZA_MARKS = (".sh.", ".bash.", ".bats.")  # t.sh.in, run.bash.tmpl
 STANZA_HEAD = 1 << 16  # a licence header of comments may come before it
+#: Tools' caches, where no one keeps a script to run (and .hypothesis keeps thousands of files
+#: without a suffix): not read for the stanza line.
+STANZA_SKIP_DIRS = frozenset({".hypothesis", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+                              "node_modules", ".cache", ".eggs"})
 STANZA_TAG = b"# no-docker: re-exec stanza v"
 
 #: Caches whose content a tool installs or runs later, outside, relative to $HOME (each tool's
