@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
 
 from ..errors import NotProven
 from . import tool_sources
@@ -130,6 +131,27 @@ def _read_text(path: str, limit: int = 1 << 20) -> str:
     return read_regular(path, limit).decode("utf-8", "replace")
 
 
+def _git_value(raw: str) -> str:
+    """A git config value as git reads it (pure): `;` or `#` outside double quotes starts a
+    comment (git-config(1), "Syntax"), quotes are dropped, `\\"` and `\\\\` unescaped."""
+    out, quoted, i = [], False, 0
+    raw = raw.strip()
+    while i < len(raw):
+        c = raw[i]
+        if c == "\\" and i + 1 < len(raw):
+            out.append(raw[i + 1])
+            i += 2
+            continue
+        if c == '"':
+            quoted = not quoted
+        elif c in ";#" and not quoted:
+            break
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out).strip()
+
+
 def git_config_code_paths(text: str) -> tuple[list[str], list[str]]:
     """(core.hooksPath values, include/includeIf paths) of one git config file (pure; a line
     parser that is enough for these keys: sections, case-insensitive names, quoted values)."""
@@ -147,9 +169,7 @@ def git_config_code_paths(text: str) -> tuple[list[str], list[str]]:
             if not line:
                 continue
         key, eq, value = line.partition("=")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = value[1:-1]
+        value = _git_value(value)
         key = key.strip().lower()
         if not eq or not value:
             continue
@@ -409,9 +429,8 @@ QUARANTINE = ".no-docker-quarantine"
 
 
 def is_quarantine(name: str) -> bool:
-    """A quarantine directory's name at a root (``.no-docker-quarantine``, or ``.N`` after it
-    when that name was taken by something else)."""
-    return name == QUARANTINE or name.startswith(QUARANTINE + ".")
+    """A quarantine directory's name at a root (``.no-docker-quarantine-RUN-ID``)."""
+    return name.startswith(QUARANTINE)
 
 
 class WalkTooLarge(Exception):
@@ -434,6 +453,8 @@ class Survey:
         self.root_configs: list[str] = []  # pytest's / no-docker's config files at the root
         self.stanza_scripts: list[str] = []  # shell scripts that carry the stanza line
         self.quarantines: list[str] = []
+        self.module_dirs: set[str] = set()  # import roots with modules of their own
+        self.pycaches: list[str] = []  # their __pycache__, read-only inside (see prepare_pycaches)
         self.import_roots: list[str] = []  # directories Python imports from (besides the root)
         self.too_large: str | None = None
 
@@ -448,6 +469,7 @@ class Survey:
             paths += [os.path.join(gitdir, n) for n in (*_GIT_FILES, *_GIT_DIRS)]
         paths += self.venvs + self.root_configs + self.stanza_scripts
         paths += [q for q in self.quarantines if os.path.isdir(q) and not os.path.islink(q)]
+        paths += self.pycaches
         return [p for p in dict.fromkeys(paths) if os.path.lexists(p) and not os.path.islink(p)]
 
 
@@ -540,9 +562,10 @@ def _walk(survey: Survey, dir_fd: int, rel: str, depth: int, mode: str) -> None:
     if not mode:  # (in a git directory or a bin/ every file is a source already)
         _tool_sources(survey, dir_fd, rel, path, names)
     for entry in entries:
-        if not rel and is_quarantine(entry.name):
+        if not rel and is_quarantine(entry.name) and entry.is_dir(follow_symlinks=False):
+            # Walked like the rest (a run may plant one shaped as a repository); its files
+            # are read-only in the runs after (they are what earlier runs left).
             survey.quarantines.append(os.path.join(path, entry.name))
-            continue
         if mode in ("", "quiet"):  # most directories: only where to go next
             if entry.is_dir(follow_symlinks=False):
                 _descend(survey, dir_fd, rel, entry.name, depth, child_modes.get(entry.name, plain))
@@ -571,7 +594,7 @@ def _tool_sources(survey: Survey, dir_fd: int, rel: str, path: str, names: dict[
     entry at the root; modules with a tool's or the standard library's name anywhere), the
     shell scripts that carry the stanza line."""
     sources = survey.sources
-    for name in tool_sources.PYTEST_CONFIGS:
+    for name in (*tool_sources.PYTEST_CONFIGS, *tool_sources.VERSION_FILES):
         entry = names.get(name)
         if entry is not None and not entry.is_dir(follow_symlinks=False):
             sources[_key(rel, name)] = kind = _kind_at(dir_fd, name)
@@ -584,21 +607,45 @@ def _tool_sources(survey: Survey, dir_fd: int, rel: str, path: str, names: dict[
         named = [n for n in names if tool_sources.named_module(n)]
         if named:
             _importable_sources(survey, dir_fd, rel, path, {n: names[n] for n in named}, strict=False)
+    if rel and not tool_sources.STANZA_SKIP_DIRS.isdisjoint(rel.split("/")):
+        return  # a tool's cache (.hypothesis's examples: thousands of files without a suffix)
     for name in names:
-        if name.endswith(tool_sources.STANZA_SUFFIXES):
-            if names[name].is_dir(follow_symlinks=False):
-                continue
-        elif "." in name or name.startswith("_"):
-            continue
-        else:
-            # An executable without a suffix (tests/run-tests): one lstat, the head if it is one.
+        # d_type only (no stat): a regular file whose name could be a shell script's.
+        if tool_sources.is_stanza_candidate(name) and names[name].is_file(follow_symlinks=False):
+            _stanza_script(survey, dir_fd, rel, path, name)
+
+
+def prepare_pycaches(found: Survey) -> None:
+    """Each import root with modules of its own gets a ``__pycache__`` (made when missing, as
+    Python would at the first import) that is read-only inside the run: a .pyc planted there
+    for a root module (a ``-p`` plugin: pytest checks it by the source's hash, which anyone can
+    compute) would run instead of the source at the next session outside. Python and pytest
+    take a cache they cannot write in their stride: they compile again."""
+    for directory in sorted(found.module_dirs):
+        cache = os.path.join(directory, "__pycache__")
+        try:
+            st = os.lstat(cache)
+        except FileNotFoundError:
             try:
-                st = names[name].stat(follow_symlinks=False)
+                parent = open_nofollow(directory, _WALK_DIR)
             except OSError:
                 continue
-            if not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o111:
+            try:
+                os.mkdir("__pycache__", 0o755, dir_fd=parent)
+                owner = os.fstat(parent)
+                try:
+                    os.chown("__pycache__", owner.st_uid, owner.st_gid, dir_fd=parent, follow_symlinks=False)
+                except OSError:
+                    pass
+            except OSError:
                 continue
-        _stanza_script(survey, dir_fd, rel, path, name)
+            finally:
+                os.close(parent)
+            st = os.lstat(cache)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            found.pycaches.append(cache)
 
 
 def _stanza_script(survey: Survey, dir_fd: int, rel: str, path: str, name: str) -> None:
@@ -629,6 +676,11 @@ def _importable_sources(survey: Survey, dir_fd: int, rel: str, path: str, names:
     whatever its name; else only names ``tool_sources.named_module`` knows."""
     sources = survey.sources
     for name, entry in names.items():
+        if strict and entry.is_symlink() and (name.isidentifier() or tool_sources.module_name(name)
+                                              or name.endswith(tool_sources.DIST_SUFFIXES)):
+            # A link named like a module, a package or a distribution imports what it leads to.
+            sources[_key(rel, name)] = _kind_at(dir_fd, name)
+            continue
         if entry.is_dir(follow_symlinks=False):
             if name.endswith(tool_sources.DIST_SUFFIXES) and strict:
                 for meta in tool_sources.DIST_FILES:
@@ -649,6 +701,8 @@ def _importable_sources(survey: Survey, dir_fd: int, rel: str, path: str, names:
         module = tool_sources.module_name(name)
         if module is not None and (strict or tool_sources.named_module(name)):
             sources[_key(rel, name)] = _kind_at(dir_fd, name)
+            if strict:
+                survey.module_dirs.add(path)
 
 
 def _package_init(package: str) -> tuple[str | None, bool]:
@@ -693,7 +747,8 @@ def _import_roots(found: Survey) -> list[str]:
     roots = []
     for candidate in candidates:
         real = realpath(candidate)
-        if is_under(real, found.root) and real != found.root and os.path.isdir(real) and real not in roots:
+        if is_under(real, found.root) and real != found.root and os.path.isdir(real) and real not in roots \
+                and not any(is_under(real, venv) for venv in found.venvs):  # read-only whole
             roots.append(real)
     return roots[:100]
 
@@ -801,8 +856,12 @@ class LaterCodeAudit:
         self.roots: list[str] = []
         self.watched: list[str] = []
         self.before: dict[str, str] = {}
+        self.started_ns = 0
 
     def start(self, roots: list[str], watched: list[str], own_venvs: tuple[str, ...] = ()) -> list[Survey]:
+        # Before the walk: a file changed during it (by no one: the sandbox does not exist yet)
+        # still counts as touched, never the other way round.
+        self.started_ns = time.time_ns()
         self.roots = list(dict.fromkeys(roots))
         self.watched = list(dict.fromkeys(watched))
         self.own_venvs = own_venvs
@@ -817,6 +876,8 @@ class LaterCodeAudit:
                                 f"{found.sources['(walk)']}",
                                 "make it readable, or choose another --work/--rw")
         self.before = self._combine(surveys)
+        for found in surveys:
+            prepare_pycaches(found)
         return surveys
 
     def _combine(self, surveys: list[Survey]) -> dict[str, str]:

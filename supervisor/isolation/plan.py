@@ -195,6 +195,17 @@ def runs_later_in_home(path: str, home: str) -> str | None:
     return None
 
 
+def work_venvs(work: str) -> tuple[str, ...]:
+    """The venvs at the top of the work dir (``.venv``, ``venv``...: a ``pyvenv.cfg`` in them):
+    their own pip.conf is pip's config when they run it."""
+    try:
+        names = os.listdir(work)
+    except OSError:
+        return ()
+    return tuple(os.path.join(work, n) for n in sorted(names)[:500]
+                 if os.path.isfile(os.path.join(work, n, "pyvenv.cfg")))
+
+
 def python_roots(*paths: str) -> list[str]:
     """The real directories among PATHS, outermost only (a venv's prefix holds its site-packages)."""
     real = [realpath(p) for p in paths if p and os.path.isdir(p)]
@@ -287,7 +298,8 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     home_real = realpath(home_outside) if home_outside.startswith("/") else ""
     writable_roots = (work, *rw)
     for flag, root in (("--work", work), *(("--rw", p) for p in rw)):
-        reason = runs_later_in_home(root, home_real) or cache_refusal(root, home_real, environ)
+        reason = runs_later_in_home(root, home_real) or cache_refusal(root, home_real, environ,
+                                                                       work_venvs(work))
         if reason:
             raise UsageError(f"{flag} {root}: refused, {reason} (P4)")
     for root in writable_roots:

@@ -6,7 +6,7 @@ tool scores the 125 as a killed mutant and goes on, and the next ``git status`` 
 3 times after the refusal). So, once every process of the run is gone (nothing can race this),
 each changed source is undone:
 
-- what the run created or changed is *moved aside* into ``ROOT/.no-docker-quarantine/RUN-ID/``
+- what the run created or changed is *moved aside* into ``ROOT/.no-docker-quarantine-RUN-ID/``
   at its relative path (``renameat(2)`` within the writable root: atomic, nothing copied, and
   the user can look at it);
 - what was there before is *put back* from the before-walk's fingerprint, which keeps the
@@ -16,7 +16,8 @@ each changed source is undone:
 
 Every path is reached through no link (``later_code.open_nofollow`` per component): the run may
 have turned a parent directory into a link to anywhere. The quarantine directory is 0700, a
-dot-directory (pytest does not collect it, git shows it as untracked), owned like the root.
+dot-directory (pytest does not collect it, git shows it as untracked), owned like the root,
+and new: made by this undo (``_quarantine_of``).
 """
 
 from __future__ import annotations
@@ -95,28 +96,24 @@ def _mkdirs_at(base_fd: int, rel: str, owner: tuple[int, int]) -> int:
 
 
 def _quarantine_of(root: str, base_fd: int, run_id: str, owner: tuple[int, int], undo: Undo) -> str:
-    """This run's quarantine at ROOT, relative to it: ``.no-docker-quarantine/RUN-ID``, or, when
-    the run planted something else under that name (a link, a file: the undo must not stop
-    there), ``.no-docker-quarantine.N/RUN-ID`` with the first N free, made by us."""
+    """This run's quarantine at ROOT, relative to it: ``.no-docker-quarantine-RUN-ID``, made
+    here with mkdir(2), which fails on anything already there (``.N`` after it then): never a
+    directory the run could have made and shaped (a repository whose config git would run)."""
     if root in undo._dirs:
         return undo._dirs[root]
-    for n in range(100):
-        name = QUARANTINE if n == 0 else f"{QUARANTINE}.{n}"
+    for n in range(1000):
+        name = f"{QUARANTINE}-{run_id}" + (f".{n}" if n else "")
         try:
-            st = os.stat(name, dir_fd=base_fd, follow_symlinks=False)
-        except FileNotFoundError:
             os.mkdir(name, 0o700, dir_fd=base_fd)
-            try:
-                os.chown(name, *owner, dir_fd=base_fd, follow_symlinks=False)
-            except OSError:
-                pass
-            break
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == owner[0]:
-            break
-    else:
-        raise OSError(17, "no free quarantine directory name")
-    undo._dirs[root] = f"{name}/{run_id}"
-    return undo._dirs[root]
+        except FileExistsError:
+            continue
+        try:
+            os.chown(name, *owner, dir_fd=base_fd, follow_symlinks=False)
+        except OSError:
+            pass
+        undo._dirs[root] = name
+        return name
+    raise OSError(17, "no free quarantine directory name")
 
 
 def _move_aside(path: str, root: str, run_id: str, owner: tuple[int, int], undo: Undo) -> bool:
@@ -172,8 +169,12 @@ def _put(path: str, how: tuple[str, ...]) -> None:
         os.close(parent_fd)
 
 
-def put_back(changed: dict[str, tuple[str, str]], roots: list[str], run_id: str) -> Undo:
-    """Undo CHANGED ({path: (before, after)} from ``LaterCodeAudit.changed``) in ROOTS."""
+def put_back(changed: dict[str, tuple[str, str]], roots: list[str], run_id: str,
+             started_ns: int = 0) -> Undo:
+    """Undo CHANGED ({path: (before, after)} from ``LaterCodeAudit.changed``) in ROOTS.
+    STARTED_NS: when the before-walk began; what was not touched since (its ctime, which no
+    process can set back, is older) is never moved: a source first named after the run (a
+    path a planted git config includes: ``include.path = ../.venv``) is not the run's."""
     undo = Undo()
     moved_dirs: list[str] = []
     for path in sorted(changed):
@@ -192,6 +193,8 @@ def put_back(changed: dict[str, tuple[str, str]], roots: list[str], run_id: str)
             owner = (st.st_uid, st.st_gid)
             if how == ("dir",) and _is_dir(path):
                 continue  # a directory that is still one: its changed files are undone one by one
+            if started_ns and _untouched_since(path, started_ns):
+                continue
             # What the run left goes, whatever can be put back in its place.
             _move_aside(path, root, run_id, owner, undo)
             if _is_dir_in_quarantine(path, root, undo):
@@ -204,6 +207,13 @@ def put_back(changed: dict[str, tuple[str, str]], roots: list[str], run_id: str)
         except OSError as err:
             undo.failed.append(f"{path}: {err.strerror or err}")
     return undo
+
+
+def _untouched_since(path: str, started_ns: int) -> bool:
+    try:
+        return os.lstat(path).st_ctime_ns < started_ns
+    except OSError:
+        return False
 
 
 def _is_dir(path: str) -> bool:
@@ -219,7 +229,7 @@ def _is_dir_in_quarantine(path: str, root: str, undo: Undo) -> bool:
 
 
 def describe(undo: Undo) -> str:
-    """``moved aside to ROOT/.no-docker-quarantine/ID (2), put back (1)`` (pure)."""
+    """``moved aside to ROOT/.no-docker-quarantine-ID (2), put back (1)`` (pure)."""
     parts = []
     if undo.moved:
         parts.append(f"moved aside to {', '.join(undo.quarantines)} ({len(undo.moved)})")

@@ -37,6 +37,10 @@ import sys
 #: pytest's config files, in the order ``locate_config`` tries them in each directory.
 PYTEST_CONFIGS = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini",
                   "setup.cfg")
+#: Files that choose the interpreter the next `python` runs (pyenv's shims, asdf, mise read
+#: them in the current directory and each parent): a Python without the plugin makes the next
+#: `python -m pytest --no-docker` import the conftest.py outside (measured).
+VERSION_FILES = (".python-version", ".tool-versions")
 #: What mutmut copies into mutants/ (see later_code._is_config_copy).
 MUTMUT_COPIES = ("pyproject.toml", "setup.cfg")
 #: Distribution metadata importlib.metadata finds in a sys.path directory: entry points load
@@ -49,8 +53,13 @@ VENV_CONFIGS = ("pip.conf",)
 
 #: Shell scripts read for the stanza line (its tag must be in the first STANZA_HEAD bytes:
 #: the guard accepts it only as the first command, after a shebang and comments).
-STANZA_SUFFIXES = (".sh", ".bash", ".bats")
-STANZA_HEAD = 8192
+STANZA_SUFFIXES = (".sh", ".bash", ".bats", ".ksh", ".test", ".t")
+STANZA_MARKS = (".sh.", ".bash.", ".bats.")  # t.sh.in, run.bash.tmpl
+STANZA_HEAD = 1 << 16  # a licence header of comments may come before it
+#: Tools' caches, where no one keeps a script to run (and .hypothesis keeps thousands of files
+#: without a suffix): not read for the stanza line.
+STANZA_SKIP_DIRS = frozenset({".hypothesis", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+                              "node_modules", ".cache", ".eggs"})
 STANZA_TAG = b"# no-docker: re-exec stanza v"
 
 #: Caches whose content a tool installs or runs later, outside, relative to $HOME (each tool's
@@ -108,14 +117,37 @@ def module_name(filename: str) -> str | None:
 #: ``python -m pytest --co`` (tests/unit/test_tool_sources.py keeps the list current).
 OPTIONAL_IMPORTS = frozenset({"org"})
 
-_NAMED = frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names)
+_NAMED: set[str] = set()
+
+
+def _named() -> set[str]:
+    """The standard library's names, the tools', and every top-level name installed in the
+    environment that runs no-docker (its site-packages: pytest's plugins import them at the
+    start, platformdirs, _hypothesis_globals...), listed once."""
+    if not _NAMED:
+        _NAMED.update(sys.stdlib_module_names, sys.builtin_module_names, KNOWN_TOOL_MODULES,
+                      OPTIONAL_IMPORTS)
+        for entry in sys.path:
+            if not entry.endswith(("site-packages", "dist-packages")):
+                continue
+            try:
+                names = os.listdir(entry)
+            except OSError:
+                continue
+            for name in names:
+                if name.endswith(DIST_SUFFIXES) or name.startswith("__editable__"):
+                    continue
+                module = module_name(name) if "." in name else name
+                if module:
+                    _NAMED.add(module)
+    return _NAMED
 
 
 def named_module(filename: str) -> bool:
     """Is FILENAME (a file or a directory name) a module or package with a name that a tool's
-    start-up imports wherever it is found (pure)?"""
+    start-up imports wherever it is found?"""
     name = module_name(filename) if "." in filename else filename
-    return name is not None and (name in _NAMED or name in KNOWN_TOOL_MODULES or name in OPTIONAL_IMPORTS)
+    return name is not None and name in _named()
 
 
 def has_stanza(head: bytes) -> bool:
@@ -124,7 +156,10 @@ def has_stanza(head: bytes) -> bool:
 
 
 def is_stanza_candidate(filename: str) -> bool:
-    return filename.endswith(STANZA_SUFFIXES)
+    """Could FILENAME be a shell script a user starts with ``bash FILE`` (pure)? A name
+    without a suffix (``tests/run-e2e``), or one that says shell."""
+    return ("." not in filename.lstrip(".") or filename.endswith(STANZA_SUFFIXES)
+            or any(mark in filename for mark in STANZA_MARKS))
 
 
 # Where pip and uv read a `cache-dir` of their own (pip docs "Configuration: Location"; uv docs
@@ -133,25 +168,58 @@ PIP_CONFIGS = ("/etc/pip.conf", "/etc/xdg/pip/pip.conf", "~/.config/pip/pip.conf
 UV_CONFIGS = ("/etc/uv/uv.toml", "~/.config/uv/uv.toml")
 
 
-def cache_dir_setting(text: str) -> str | None:
-    """The value of a ``cache-dir``/``cache_dir`` line of an ini or TOML file (pure)."""
+#: Settings that name a directory whose content pip or uv installs: its caches, and the
+#: local directories it installs from (``find-links``: a planted wheel there is installed
+#: by the next ``pip install`` outside, measured).
+PATH_SETTINGS = {"cache-dir": "cache", "find-links": "find-links directory"}
+
+
+def path_settings(text: str) -> list[tuple[str, str]]:
+    """(setting, value) of every ``cache-dir``/``find-links`` line of an ini or TOML file, a
+    value per word (pip splits find-links on whitespace; ``file://`` dropped) (pure)."""
+    found = []
     for line in text.splitlines():
         key, eq, value = line.partition("=")
-        if eq and key.strip().replace("_", "-") == "cache-dir":
-            return value.strip().strip("'\"") or None
-    return None
+        name = key.strip().replace("_", "-")
+        if not eq or name not in PATH_SETTINGS:
+            continue
+        for word in value.replace(",", " ").split():
+            word = word.strip("'\"[]")
+            if word.startswith("file://"):
+                word = word[len("file://"):]
+            if word:
+                found.append((name, word))
+    return found
 
 
-def configured_caches(home: str, environ: dict[str, str]) -> dict[str, str]:
-    """{cache dir: tool} for the caches pip's and uv's own config files move."""
+def cache_dir_setting(text: str) -> str | None:
+    """The value of a ``cache-dir``/``cache_dir`` line of an ini or TOML file (pure)."""
+    values = [v for k, v in path_settings(text) if k == "cache-dir"]
+    return values[0] if values else None
+
+
+def configured_caches(home: str, environ: dict[str, str],
+                      prefixes: tuple[str, ...] = ()) -> dict[str, str]:
+    """{directory: what it is} for the caches and find-links directories that pip's and uv's
+    config files (global, user, XDG, each venv's own: PREFIXES) and variables name."""
     from .later_code import read_regular
 
     found: dict[str, str] = {}
     files = [(p, "pip") for p in PIP_CONFIGS] + [(p, "uv") for p in UV_CONFIGS]
+    xdg_home = environ.get("XDG_CONFIG_HOME", "")
+    if xdg_home.startswith("/"):
+        files += [(f"{xdg_home}/pip/pip.conf", "pip"), (f"{xdg_home}/uv/uv.toml", "uv")]
+    for xdg in environ.get("XDG_CONFIG_DIRS", "").split(":"):
+        if xdg.startswith("/"):
+            files += [(f"{xdg}/pip/pip.conf", "pip"), (f"{xdg}/uv/uv.toml", "uv")]
+    for prefix in (*prefixes, environ.get("VIRTUAL_ENV", ""), sys.prefix):
+        if prefix.startswith("/"):
+            files.append((os.path.join(prefix, "pip.conf"), "pip"))
     for variable, tool in (("PIP_CONFIG_FILE", "pip"), ("UV_CONFIG_FILE", "uv")):
         if environ.get(variable, "").startswith("/"):
             files.append((environ[variable], tool))
-    for path, tool in files:
+    settings: list[tuple[str, str, str]] = []
+    for path, tool in dict.fromkeys(files):
         if path.startswith("~/"):
             if not home or home == "/":
                 continue
@@ -160,38 +228,45 @@ def configured_caches(home: str, environ: dict[str, str]) -> dict[str, str]:
             text = read_regular(path, 1 << 16).decode("utf-8", "replace")
         except (OSError, ValueError):
             continue
-        value = cache_dir_setting(text)
-        if value:
-            if value.startswith("~/") and home:
-                value = os.path.join(home, value[2:])
-            if value.startswith("/"):
-                found[os.path.normpath(value)] = tool
+        settings += [(tool, k, v) for k, v in path_settings(text)]
+    for variable, setting in (("PIP_FIND_LINKS", "find-links"), ("UV_FIND_LINKS", "find-links")):
+        settings += [("pip" if variable.startswith("PIP") else "uv", setting, v)
+                     for _, v in path_settings(f"{setting} = {environ.get(variable, '')}")]
+    for tool, setting, value in settings:
+        if value.startswith("~/") and home:
+            value = os.path.join(home, value[2:])
+        if value.startswith("/"):
+            found[os.path.normpath(value)] = f"{tool} ({PATH_SETTINGS[setting]})"
     return found
 
 
-def cache_refusal(path: str, home: str, environ: dict[str, str]) -> str | None:
+def cache_refusal(path: str, home: str, environ: dict[str, str],
+                  prefixes: tuple[str, ...] = ()) -> str | None:
     """Why the resolved PATH must not be writable inside a run: it is, holds, or is inside a
-    cache whose content runs later, outside; or None (pure but for ``environ``)."""
-    caches: dict[str, str] = {}
+    cache (or a find-links directory) whose content runs later, outside; or None. PREFIXES:
+    venvs whose own pip.conf counts (those of the work dir)."""
+    caches: dict[str, tuple[str, str]] = {}
     if home and home != "/":
         for rel, tool in CODE_CACHES.items():
-            caches[os.path.join(home, rel)] = tool
+            caches[os.path.join(home, rel)] = (tool, "cache")
     xdg = environ.get("XDG_CACHE_HOME", "")
     if xdg.startswith("/"):
         for rel, tool in CODE_CACHES.items():
             if rel.startswith(".cache/"):
-                caches[os.path.join(xdg, rel[len(".cache/"):])] = tool
+                caches[os.path.join(xdg, rel[len(".cache/"):])] = (tool, "cache")
     for variable, tool in CACHE_VARIABLES.items():
         value = environ.get(variable, "")
         if value.startswith("/"):
-            caches[os.path.normpath(value)] = tool
-    caches.update(configured_caches(home, environ))
-    for cache, tool in caches.items():
+            caches[os.path.normpath(value)] = (tool, "cache")
+    for where, described in configured_caches(home, environ, prefixes).items():
+        tool, _, what = described.partition(" (")
+        caches[where] = (tool, what.rstrip(")") or "cache")
+    for cache, (tool, what) in caches.items():
         inside = path == cache or path.startswith(cache.rstrip("/") + "/")
         holds = cache.startswith(path.rstrip("/") + "/")
         if inside or holds:
             where = cache.replace(home, "~", 1) if home and cache.startswith(home + "/") else cache
-            return (f"{'it holds ' if holds and not inside else ''}{where}, {tool}'s cache, whose content "
+            return (f"{'it holds ' if holds and not inside else ''}{where}, {tool}'s {what}, whose content "
                     f"{tool.split(' ')[0]} installs and runs later, outside; give it as --ro {where} (read, "
                     "never written), or let the run use its own throwaway cache (the default)")
     return None

@@ -88,6 +88,20 @@ def _cases() -> dict[str, tuple[dict[str, str], dict[str, str], list[str], str]]
             "conftest.py": reach("dist-info-hides-plugin") + ADDOPTION.replace(
                 "\n", "\n    parser.addini('no_docker', 'x', type='bool')\n", 1).rstrip() + "\n"},
             PYTEST_ND, ""),
+        # --- the second red-team review ---
+        # rt25b #6: names pytest's plugins import that no tool list had (platformdirs).
+        "tests-platformdirs": ({"tests/test_t.py": "def test_t():\n    pass\n"},
+                               {"tests/platformdirs.py": reach("tests-platformdirs")}, PYTEST, "tests"),
+        # rt25b #10: a link named like a package, at the root, to a package deeper down.
+        "linked-package": ({}, {"tests/data/pkg/__init__.py":
+                                reach("linked-package") + "raise SystemExit(0)\n",
+                                "pytest": "LINK:tests/data/pkg"}, PYTEST_ND, ""),
+        # rt25b #12: a linked distribution whose pytest11 names a module deeper down.
+        "linked-dist-info": ({}, {"tests/data/di/entry_points.txt": "[pytest11]\nrt = tests.data.rtplug\n",
+                                  "tests/data/di/METADATA":
+                                  "Metadata-Version: 2.1\nName: rtevil\nVersion: 1.0\n",
+                                  "tests/data/rtplug.py": reach("linked-dist-info"),
+                                  "rtevil-1.0.dist-info": "LINK:tests/data/di"}, PYTEST_ND, ""),
         # a40: a byte copy of another config of the project, to the root.
         "copied-config": ({"examples/pytest.ini": "[pytest]\n"},
                           {"pytest.ini": "[pytest]\n", "conftest.py": reach("copied-config")}, PYTEST, ""),
@@ -110,7 +124,9 @@ def _plant_script(files: dict[str, str]) -> str:
     lines = ["import pathlib, py_compile, tempfile"]
     for name, text in files.items():
         lines.append(f"pathlib.Path({name!r}).parent.mkdir(parents=True, exist_ok=True)")
-        if text.startswith("PYC:"):
+        if text.startswith("LINK:"):
+            lines.append(f"import os; os.symlink({text[5:]!r}, {name!r})")
+        elif text.startswith("PYC:"):
             lines.append(f"src = tempfile.mktemp(suffix='.py'); pathlib.Path(src).write_text({text[4:]!r}); "
                          f"py_compile.compile(src, cfile={name!r})")
         else:
@@ -350,6 +366,34 @@ def test_a_planted_quarantine_name_does_not_keep_the_plant(t75_guard):
         assert not any(f"/t75/q-{kind}" in json.dumps(r) for r in guard.records()[seen:])
 
 
+def test_a_directory_the_run_names_like_a_quarantine_is_not_adopted(t75_guard):
+    """rt25b #7: the run makes .no-docker-quarantine/ itself, shaped as a repository whose
+    config runs core.fsmonitor; the undo used to adopt it, never walked, and say "look at it"."""
+    require_bwrap()
+    guard = t75_guard
+    work = guard.base / "t75-quarantine-shaped"
+    _project(work)
+    env = {**_env(guard), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+    reach = guard.base / "t75-reach-q.py"
+    reach.write_text(f"#!{sys.executable}\n" + REACH.format(case="qrepo"))
+    reach.chmod(0o755)
+    plant = ("mkdir -m 700 .no-docker-quarantine && cd .no-docker-quarantine && mkdir objects refs && "
+             "echo 'ref: refs/heads/main' > HEAD && printf '[core]\\n\\trepositoryformatversion = 0\\n"
+             "\\tbare = false\\n\\tworktree = ..\\n"
+             f"\\tfsmonitor = \"{reach}; false\"\\n' > config && cd .. && echo x=1 > pytest.py")
+    planted = guard.run([*no_docker_argv("run", "--quiet", "--"), "sh", "-c", plant], cwd=work, env=env)
+    assert planted.returncode == 125 and b"none of it runs later" in planted.stderr, planted.stderr
+    seen = len(guard.records())
+    for where in [work, *work.glob(".no-docker-quarantine*")]:
+        guard.run(["git", "status"], cwd=where, env=env)
+    assert not any("/t75/qrepo" in json.dumps(r) for r in guard.records()[seen:])
+    control = guard.base / "t75-quarantine-shaped-control"  # the route is real
+    _project(control)
+    guard.run(["sh", "-c", plant], cwd=control, env=env)
+    guard.run(["git", "status"], cwd=control / ".no-docker-quarantine", env=env)
+    assert _reached(guard, "qrepo")
+
+
 def test_a_stanza_script_without_a_suffix_is_read_only(t75_guard):
     """a16: tests/run-tests (a bash shebang, no .sh) carrying the stanza line."""
     require_bwrap()
@@ -383,3 +427,48 @@ def test_a_cache_moved_by_pips_config_is_not_writable(tmp_path):
     done = subprocess.run(no_docker_argv("run", "--rw", str(cache), "--", "true"), cwd=work,
                           env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "pip's cache" in done.stderr, done.stderr
+
+
+def test_the_second_reviews_shapes_are_refused_or_undone(t75_guard):
+    """rt25b #1 (a forged __pycache__ .pyc for a root -p plugin), #2 (stanza scripts without the
+    exec bit, other names, a long header), #3 (.python-version), #9 (a planted git config that
+    includes ../.venv made the undo move the venv), #11 (an inline comment in git's include)."""
+    require_bwrap()
+    guard = t75_guard
+    work = guard.base / "t75-second"
+    _project(work, {"myplug.py": "\n", "team.gitconfig": "[user]\n\tname = team\n"})
+    env = {**_env(guard), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+    subprocess.run(["git", "init", "-q", str(work)], check=True, timeout=60, env=env)
+    with open(work / ".git" / "config", "a") as config:
+        config.write("[include]\n\tpath = ../team.gitconfig ; shared team settings\n")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / ".venv")], check=True,
+                   timeout=120)
+    stanza = subprocess.run(no_docker_argv("stanza"), capture_output=True, text=True, timeout=30,
+                            check=True).stdout
+    (work / "tests").mkdir()
+    (work / "tests" / "run-e2e").write_text(f"#!/bin/bash\n{stanza}true\n")  # not executable
+    header = "".join(f"# licence line {i} ..........................................................\n"
+                     for i in range(150))
+    (work / "t.sh").write_text(f"#!/bin/bash\n{header}{stanza}true\n")
+    run = [*no_docker_argv("run", "--quiet", "--"), "sh", "-c"]
+    tries = {
+        "pyc": "mkdir -p __pycache__ && echo x > __pycache__/myplug.cpython-311-pytest-9.2.0.pyc",
+        "stanza": "sed -i '/re-exec stanza/d' tests/run-e2e",
+        "long-header": "sed -i '/re-exec stanza/d' t.sh",
+        "team-config": "printf '[core]\\n\\tfsmonitor = false\\n' >> team.gitconfig",
+    }
+    for what, script in tries.items():
+        done = guard.run([*run, script], cwd=work, env=env)
+        refused = b"Read-only file system" in done.stderr or b"Device or resource busy" in done.stderr
+        assert done.returncode != 0 and refused, (what, done.stderr)
+    for where in (".python-version", "tests/.python-version"):  # pyenv reads them up the tree
+        done = guard.run([*run, f"echo system > {where}"], cwd=work, env=env)
+        assert done.returncode == 125 and f"{work}/{where}: absent".encode() in done.stderr, done.stderr
+        assert not (work / where).exists()
+    # #9: the undo never moves what the run did not touch.
+    plant = ("mkdir -p evil/objects evil/refs && echo 'ref: refs/heads/main' > evil/HEAD && "
+             "printf '[include]\\n\\tpath = ../.venv\\n' > evil/config")
+    done = guard.run([*run, plant], cwd=work, env=env)
+    assert done.returncode == 125 and b"none of it runs later" in done.stderr, done.stderr
+    assert (work / ".venv" / "pyvenv.cfg").is_file() and not (work / "evil" / "HEAD").exists()
+    assert not list(work.glob("team.gitconfig ;*")), "a junk file named after git's comment"

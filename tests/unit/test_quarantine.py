@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -24,7 +25,7 @@ def test_a_kept_file_comes_back_byte_for_byte(tmp_path_factory, data, mode):
     undo = quarantine.put_back({str(path): (before, later_code._entry_kind(str(path)))}, [str(root)], "r1")
     assert undo.failed == [] and path.read_bytes() == data and (path.stat().st_mode & 0o777) == mode
     assert later_code._entry_kind(str(path)) == before
-    assert (root / quarantine.QUARANTINE / "r1" / "pytest.ini").read_bytes().startswith(b"[pytest]")
+    assert (root / f"{quarantine.QUARANTINE}-r1" / "pytest.ini").read_bytes().startswith(b"[pytest]")
 
 
 def test_restorable_says_what_cannot_come_back():
@@ -43,10 +44,10 @@ def test_a_new_file_is_moved_aside_at_its_relative_path(tmp_path):
     changed = {str(new): ("absent", later_code._entry_kind(str(new)))}
     undo = quarantine.put_back(changed, [str(tmp_path)], "r2")
     assert not new.exists() and undo.moved == [str(new)] and undo.restored == []
-    kept = tmp_path / quarantine.QUARANTINE / "r2" / "sub" / "pyproject.toml"
+    kept = tmp_path / f"{quarantine.QUARANTINE}-r2" / "sub" / "pyproject.toml"
     assert kept.read_text().startswith("[tool.no-docker]")
-    assert (os.stat(tmp_path / quarantine.QUARANTINE).st_mode & 0o777) == 0o700
-    assert quarantine.describe(undo) == f"moved aside to {tmp_path}/{quarantine.QUARANTINE}/r2 (1)"
+    assert (os.stat(tmp_path / f"{quarantine.QUARANTINE}-r2").st_mode & 0o777) == 0o700
+    assert quarantine.describe(undo) == f"moved aside to {tmp_path}/{quarantine.QUARANTINE}-r2 (1)"
 
 
 def test_the_undo_goes_through_no_link(tmp_path):
@@ -70,9 +71,9 @@ def test_a_path_outside_every_root_is_never_touched(tmp_path):
 
 def test_the_line_says_what_was_undone_or_what_is_left():
     undo = quarantine.Undo()
-    undo.moved, undo.quarantines = ["/w/pytest.py"], ["/w/.no-docker-quarantine/r"]
+    undo.moved, undo.quarantines = ["/w/pytest.py"], ["/w/.no-docker-quarantine-r"]
     assert run.undo_words(undo, []) == (
-        "moved aside to /w/.no-docker-quarantine/r (1): none of it runs later (look at it there)")
+        "moved aside to /w/.no-docker-quarantine-r (1): none of it runs later (look at it there)")
     left = run.undo_words(undo, ["/w/big.bin: its earlier content was not kept"])
     assert "NOT undone: /w/big.bin" in left
     assert "inspect it before running git, pytest, pip or a shell" in left
@@ -137,13 +138,24 @@ def test_a_path_a_venv_adds_is_an_import_root_too(tmp_path):
 
 
 def test_a_planted_quarantine_name_does_not_stop_the_undo(tmp_path):
-    (tmp_path / quarantine.QUARANTINE).symlink_to("/nonexistent")
+    # The run cannot know its id; a directory it made under our name is never adopted.
+    (tmp_path / f"{quarantine.QUARANTINE}-r5").mkdir(mode=0o700)
+    (tmp_path / f"{quarantine.QUARANTINE}-r5" / "HEAD").write_text("ref: refs/heads/main\n")
     new = tmp_path / "pytest.py"
     new.write_text("x")
     undo = quarantine.put_back({str(new): ("absent", "file:x")}, [str(tmp_path)], "r5")
     assert undo.failed == [] and not new.exists(), undo.failed
-    assert undo.quarantines == [f"{tmp_path}/{quarantine.QUARANTINE}.1/r5"]
-    assert (tmp_path / f"{quarantine.QUARANTINE}.1" / "r5" / "pytest.py").read_text() == "x"
+    assert undo.quarantines == [f"{tmp_path}/{quarantine.QUARANTINE}-r5.1"]
+    assert (tmp_path / f"{quarantine.QUARANTINE}-r5.1" / "pytest.py").read_text() == "x"
+
+
+def test_what_the_run_did_not_touch_is_never_moved(tmp_path):
+    # A planted git config that includes ../.venv names it as a source only after the run.
+    venv = tmp_path / ".venv"
+    venv.mkdir()
+    started = time.time_ns()
+    undo = quarantine.put_back({str(venv): ("absent", "dir")}, [str(tmp_path)], "r7", started)
+    assert venv.is_dir() and undo.moved == []
 
 
 def test_what_cannot_be_put_back_is_still_moved_aside(tmp_path):

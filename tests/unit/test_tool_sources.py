@@ -81,3 +81,35 @@ def test_a_cache_moved_by_pips_or_uvs_own_config_is_refused(tmp_path):
     assert "pip's cache" in ts.cache_refusal("/data/pipc/wheels", str(home), {})
     assert "uv's cache" in ts.cache_refusal(f"{home}/uvc", str(home), {})
     assert ts.cache_refusal("/data/other", str(home), {}) is None
+
+
+def test_find_links_directories_are_refused_like_caches(tmp_path):
+    # rt25b #5, #8: pip installs what a find-links directory holds; a venv's own pip.conf counts.
+    env = {"PIP_FIND_LINKS": "/opt/wheels"}
+    assert "find-links directory" in ts.cache_refusal("/opt/wheels", "/home/u", env)
+    venv = tmp_path / ".venv"
+    venv.mkdir()
+    (venv / "pip.conf").write_text("[global]\ncache-dir = /data/c\nfind-links = file:///data/w /data/w2\n")
+    for path in ("/data/c", "/data/w", "/data/w2/sub"):
+        assert ts.cache_refusal(path, "/home/u", {}, (str(venv),)), path
+    xdg = tmp_path / "xdg"
+    (xdg / "pip").mkdir(parents=True)
+    (xdg / "pip" / "pip.conf").write_text("[global]\ncache-dir = /data/x\n")
+    assert ts.cache_refusal("/data/x", "/home/u", {"XDG_CONFIG_HOME": str(xdg)})
+    assert ts.cache_refusal("/data/x", "/home/u", {"XDG_CONFIG_DIRS": f"/nowhere:{xdg}"})
+
+
+@pytest.mark.parametrize(("name", "candidate"), [
+    ("run-e2e", True), ("t.sh", True), ("x.bash.in", True), ("suite.test", True), (".envrc", True),
+    ("README.md", False), ("setup.py", False), ("data.json", False),
+])
+def test_stanza_candidates_are_shell_like_names(name, candidate):
+    assert ts.is_stanza_candidate(name) is candidate
+
+
+def test_a_git_config_value_drops_an_inline_comment():
+    from no_docker.supervisor.isolation.later_code import git_config_code_paths
+
+    text = ('[include]\n\tpath = ../team.gitconfig ; shared\n\tpath = "a;b.inc" # c\n'
+            '[core]\n\thooksPath = x#y\n')
+    assert git_config_code_paths(text) == (["x"], ["../team.gitconfig", "a;b.inc"])
