@@ -266,6 +266,22 @@ class NoDockerDistributor:
                            worker_outcome=WorkerOutcome.NORMAL), attempts)
 
 
+SESSION_TABLES = {"mutation_specs", "work_items", "work_results"}
+
+
+def is_session(path: str) -> bool:
+    """Whether PATH is a cosmic-ray session database, read-only: cosmic-ray's ``use_db`` creates
+    its tables in any SQLite file it opens, and a summary must not change the file it reads."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            names = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return False
+    return names >= SESSION_TABLES
+
+
 def read_session(path: str) -> tuple[list[tuple[str, str | None, list[dict] | None]], int]:
     """(rows for ``summary``, number of jobs without a result) of a cosmic-ray session file."""
     from cosmic_ray.work_db import WorkDB, use_db
@@ -297,14 +313,18 @@ def main(argv: list[str]) -> int:
     if not Path(path).is_file():
         print(f"no-docker mutation-summary: {path}: no such session file", file=sys.stderr)
         return EXIT_USAGE
+    if not is_session(path):
+        print(f"no-docker mutation-summary: {path}: not a cosmic-ray session (no work_items table)",
+              file=sys.stderr)
+        return EXIT_USAGE
     try:
         rows, pending = read_session(path)
     except ImportError:
         print("no-docker mutation-summary: cosmic-ray is not installed here (pip install cosmic-ray)",
               file=sys.stderr)
         return EXIT_USAGE
-    except Exception as err:  # sqlalchemy's errors for a file that is no session: one line, no traceback
-        print(f"no-docker mutation-summary: {path}: not a cosmic-ray session ({type(err).__name__})",
+    except Exception as err:  # sqlalchemy's errors for a session it cannot read: one line, no traceback
+        print(f"no-docker mutation-summary: {path}: cannot read the session ({type(err).__name__}: {err})",
               file=sys.stderr)
         return EXIT_USAGE
     if as_json:
