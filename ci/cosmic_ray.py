@@ -167,17 +167,19 @@ def summary(rows: list[tuple[str, str | None, list[dict] | None]], pending: int)
     return lines
 
 
-def _end(proc: subprocess.Popen) -> None:
+def _end(proc: subprocess.Popen) -> bytes:
     """A timed-out run: SIGTERM to its supervisor, which ends every process of the run and
-    proves it (docs/supervision.md); SIGKILL to the group we started only when that hangs."""
+    proves it (docs/supervision.md); SIGKILL to the group we started only when that hangs.
+    The run's output so far."""
     with contextlib.suppress(ProcessLookupError):
         proc.send_signal(signal.SIGTERM)
     try:
-        proc.communicate(timeout=END_GRACE)
+        out, _ = proc.communicate(timeout=END_GRACE)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        out, _ = proc.communicate()
+    return out or b""
 
 
 def run_job(argv: list[str], report_path: Path, timeout: float | None) -> tuple[int, dict | None, str, bool]:
@@ -191,8 +193,7 @@ def run_job(argv: list[str], report_path: Path, timeout: float | None) -> tuple[
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _end(proc)
-        out = b"timeout"
+        out = b"timeout\n" + _end(proc)  # "timeout" first: cosmic-ray's own output for one
     report = None
     try:
         report = json.loads(report_path.read_text())
