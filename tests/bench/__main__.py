@@ -22,6 +22,10 @@ hits them alike. Parts:
              N``), fd/marker/cgroup/process leaks, 8 concurrent runs on 2 CPUs
 ``publish``  tests/bench/bench_publish.py: connections/s and bulk MB/s through ``--publish``
              against the same server reached directly
+``realproject`` tests/bench/bench_real_project.py: a real project (toolz 1.0.0's sdist), its
+             suite plain / ``no-docker run`` / ``pytest --no-docker``, and bounded mutation runs
+             in each documented shape (cosmic-ray per mutant and whole tool, mutmut whole tool);
+             ``{"skipped": REASON}`` when the index cannot be reached
 
 stdout: one JSON document (``--out FILE`` writes it there too); stderr: progress and a readable
 table with the targets, then the start-up figures as a Markdown table for a closing note.
@@ -52,7 +56,7 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 import bench_run  # noqa: E402  (its Markdown table of the start-up figures)
 
-PARTS = ("startup", "ending", "bomb", "proof", "canary", "scaling", "publish", "mediation")
+PARTS = ("startup", "ending", "bomb", "proof", "canary", "scaling", "publish", "mediation", "realproject")
 PROOF_EXTRAS = (0, 2000, 8000)
 QUICK_PROOF_EXTRAS = (0, 20, 50)
 CANARY_CLIENTS = ((1, 10000), (10, 30000), (50, 30000))
@@ -188,6 +192,10 @@ def _measure(parts: tuple[str, ...], quick: bool, install: bool, startup_runs: i
         log("mediation: connect()+close() inside a run (mediated) and outside, unix and loopback TCP")
         sizes = ["--connects", "200", "--rounds", "1"] if quick else []
         doc["mediation"] = child_json([py, str(HERE / "bench_mediation.py"), *sizes], 600)
+    if "realproject" in parts:
+        log("realproject: toolz 1.0.0's suite and bounded mutation runs, plain and in each documented shape")
+        flags = ["--quick"] if quick else []
+        doc["realproject"] = child_json([py, str(HERE / "bench_real_project.py"), *flags], 3600)
     doc["targets"] = targets(doc)
     return doc
 
