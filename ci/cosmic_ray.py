@@ -217,7 +217,7 @@ class NoDockerDistributor:
     def __call__(self, pending_work: Iterable, test_command: str, timeout: float | None,
                  distributor_config: dict, on_task_complete: Callable) -> None:
         options = [str(o) for o in (distributor_config or {}).get("run-options", [])]
-        done, tried = 0, []
+        done, rows = 0, []
         with tempfile.TemporaryDirectory(prefix="no-docker-cosmic-ray-") as scratch:
             try:
                 run_argv(test_command, "-", options)  # the command's own faults, before any mutant
@@ -225,15 +225,15 @@ class NoDockerDistributor:
                     result, attempts = self._one(item, test_command, timeout, options, Path(scratch))
                     on_task_complete(item.job_id, result)
                     done += 1
-                    if attempts:
-                        tried.append((mutant_name(item.mutations), result.test_outcome.value, attempts))
+                    if result.test_outcome is not None:  # not a "no-test" (no mutation possible)
+                        rows.append((mutant_name(item.mutations), result.test_outcome.value, attempts))
             except SessionStopped as stop:
                 print(f"no-docker: cosmic-ray session stopped, no result recorded for this mutant: {stop}; "
                       f"{done} mutant{'s' if done != 1 else ''} got a result in this session, the rest "
                       "none (not killed); fix that and rerun cosmic-ray exec to resume", file=sys.stderr)
                 raise SystemExit(EXIT_NOT_PROVEN) from None
-        if tried:
-            for line in summary(tried, 0):
+        if any(attempts for _, _, attempts in rows):
+            for line in summary(rows, 0):
                 print(f"no-docker: {line}", file=sys.stderr)
 
     def _one(self, item: object, test_command: str, timeout: float | None, options: list[str],

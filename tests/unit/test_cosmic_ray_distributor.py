@@ -28,8 +28,11 @@ argv = sys.argv[1:]
 assert argv[:3] == ["run", "--quiet", "--report"], argv
 report = argv[3]
 plan = json.load(open(os.environ["STUB_PLAN"]))
-with open(os.environ["STUB_PLAN"] + ".calls", "a") as log:
+with open(os.environ["STUB_PLAN"] + ".calls", "a+") as log:
+    log.seek(0)
+    calls = len(log.readlines())
     log.write(json.dumps(argv) + "\n")
+plan = plan["sequence"][calls] if "sequence" in plan else plan  # one plan per call, in order
 def done(status):
     if plan.get("report") is not None:
         with open(report, "w") as f:
@@ -212,3 +215,15 @@ def test_mutation_summary_refuses_bad_input_with_one_line(tmp_path, capsys):
     assert not cr.is_session(str(empty)), "the summary wrote into the file it read"
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all(line.startswith("no-docker mutation-summary: ") for line in err), err
+
+
+def test_the_closing_summary_counts_every_mutant_of_the_session(tmp_path, stub, capsys):
+    from cosmic_ray.work_item import WorkItem
+
+    _, item = work_item(tmp_path)
+    other = WorkItem("job2", item.mutations)
+    stub(sequence=[{"status": 1, "report": {"engine_attempts": [ATTEMPT]}}, {"status": 0, "report": {}}])
+    got = distribute([item, other])
+    assert [r.test_outcome.value for _, r in got] == ["killed", "survived"]
+    err = capsys.readouterr().err
+    assert "no-docker: 1 of 2 mutants tried to reach a container engine:" in err, err
