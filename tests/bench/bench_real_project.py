@@ -127,9 +127,11 @@ def bench_suite(src: Path, rounds: int) -> dict:
 
 
 def bounded_session(work: Path, keep: int) -> None:
-    """Keep the first KEEP jobs (by job id) of the session in WORK/s.sqlite, drop the rest."""
+    """Keep the first KEEP mutants of the session in WORK/s.sqlite (by operator and occurrence:
+    the same mutants in every session; job ids are random), drop the rest."""
     with sqlite3.connect(work / "s.sqlite") as db:
-        ids = sorted(j for (j,) in db.execute("SELECT job_id FROM work_items"))
+        order = "SELECT job_id FROM mutation_specs ORDER BY operator_name, occurrence"
+        ids = [j for (j,) in db.execute(order)]
         drop = ids[keep:]
         db.executemany("DELETE FROM mutation_specs WHERE job_id = ?", [(j,) for j in drop])
         db.executemany("DELETE FROM work_items WHERE job_id = ?", [(j,) for j in drop])
@@ -141,7 +143,8 @@ def outcomes(work: Path) -> dict[str, str]:
     found = {}
     for line in done.stdout.splitlines():
         item, result = json.loads(line)
-        found[item["job_id"]] = result["test_outcome"] if result else "none"
+        key = " ".join(f"{m['operator_name']}#{m['occurrence']}" for m in item["mutations"])
+        found[key] = result["test_outcome"] if result else "none"
     return found
 
 
