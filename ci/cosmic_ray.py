@@ -184,6 +184,7 @@ def _end(proc: subprocess.Popen) -> bytes:
 
 def run_job(argv: list[str], report_path: Path, timeout: float | None) -> tuple[int, dict | None, str, bool]:
     """Run one job's ``no-docker run``: (exit status, its report or None, output, timed out)."""
+    report_path.unlink(missing_ok=True)  # only this run's report counts
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")  # as cosmic-ray's run_tests: no stale .pyc
     # start_new_session: as cosmic-ray's run_tests, a group of our own to kill as the last resort
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -194,6 +195,11 @@ def run_job(argv: list[str], report_path: Path, timeout: float | None) -> tuple[
     except subprocess.TimeoutExpired:
         timed_out = True
         out = b"timeout\n" + _end(proc)  # "timeout" first: cosmic-ray's own output for one
+    except BaseException:
+        # Ctrl-C (cosmic-ray turns SIGINT into SystemExit) or any other way out: the run is in a
+        # session of its own and never saw the terminal's signal; end it before we go
+        _end(proc)
+        raise
     report = None
     try:
         report = json.loads(report_path.read_text())
@@ -227,7 +233,8 @@ class NoDockerDistributor:
                     done += 1
                     if result.test_outcome is not None:  # not a "no-test" (no mutation possible)
                         rows.append((mutant_name(item.mutations), result.test_outcome.value, attempts))
-            except SessionStopped as stop:
+            except Exception as err:  # noqa: BLE001 - fail closed: every fault ends the session, 125
+                stop = err if isinstance(err, SessionStopped) else f"{type(err).__name__}: {err}"
                 print(f"no-docker: cosmic-ray session stopped, no result recorded for this mutant: {stop}; "
                       f"{done} mutant{'s' if done != 1 else ''} got a result in this session, the rest "
                       "none (not killed); fix that and rerun cosmic-ray exec to resume", file=sys.stderr)

@@ -227,3 +227,14 @@ def test_the_closing_summary_counts_every_mutant_of_the_session(tmp_path, stub, 
     assert [r.test_outcome.value for _, r in got] == ["killed", "survived"]
     err = capsys.readouterr().err
     assert "no-docker: 1 of 2 mutants tried to reach a container engine:" in err, err
+
+
+def test_any_other_fault_ends_the_session_with_125_never_a_traceback(tmp_path, monkeypatch, capsys):
+    module, item = work_item(tmp_path)
+    monkeypatch.setattr(cr, "NO_DOCKER", [str(tmp_path / "absent-python")])
+    with pytest.raises(SystemExit) as stop:
+        distribute([item])
+    assert stop.value.code == 125
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "FileNotFoundError" in err[0], err
+    assert module.read_text() == "LIMIT = 10\n"
