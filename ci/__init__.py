@@ -8,5 +8,8 @@
 - ``stanza``          ``no-docker stanza``: the re-exec line for bash test suites
 - ``pytest_plugin``   ``pytest --no-docker`` (entry point ``pytest11``): stdlib and pytest only,
                       inert unless enabled
+- ``cosmic_ray``      cosmic-ray's ``no-docker`` distributor (entry point ``cosmic_ray.distributors``)
+                      and ``no-docker mutation-summary``: a refused run is never a killed mutant
+                      (docs/mutation-testing.md); cosmic-ray imported only when a session runs
 - ``action.yml``, ``workflows/guard.yml``  the composite action and workflow users copy
 """

@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mutants": ("no_docker.mutants.cli", "payloads: lint, verify, review, apply"),
     "guard": ("no_docker.ci.guard", "CI guard checks of a repository"),
     "stanza": ("no_docker.ci.stanza", "print the shell re-exec stanza for bash test suites"),
+    "mutation-summary": ("no_docker.ci.cosmic_ray",
+                         "after a cosmic-ray session: which mutants tried to reach an engine"),
 }
 
 ALIASES = {"--end": "end"}

@@ -22,6 +22,10 @@ hits them alike. Parts:
              N``), fd/marker/cgroup/process leaks, 8 concurrent runs on 2 CPUs
 ``publish``  tests/bench/bench_publish.py: connections/s and bulk MB/s through ``--publish``
              against the same server reached directly
+``realproject`` tests/bench/bench_real_project.py: a real project (toolz 1.0.0's sdist), its
+             suite plain / ``no-docker run`` / ``pytest --no-docker``, and bounded mutation runs
+             in each documented shape (cosmic-ray per mutant and whole tool, mutmut whole tool);
+             ``{"skipped": REASON}`` when the index cannot be reached
 
 stdout: one JSON document (``--out FILE`` writes it there too); stderr: progress and a readable
 table with the targets, then the start-up figures as a Markdown table for a closing note.
@@ -52,7 +56,7 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 import bench_run  # noqa: E402  (its Markdown table of the start-up figures)
 
-PARTS = ("startup", "ending", "bomb", "proof", "canary", "scaling", "publish", "mediation")
+PARTS = ("startup", "ending", "bomb", "proof", "canary", "scaling", "publish", "mediation", "realproject")
 PROOF_EXTRAS = (0, 2000, 8000)
 QUICK_PROOF_EXTRAS = (0, 20, 50)
 CANARY_CLIENTS = ((1, 10000), (10, 30000), (50, 30000))
@@ -188,6 +192,10 @@ def _measure(parts: tuple[str, ...], quick: bool, install: bool, startup_runs: i
         log("mediation: connect()+close() inside a run (mediated) and outside, unix and loopback TCP")
         sizes = ["--connects", "200", "--rounds", "1"] if quick else []
         doc["mediation"] = child_json([py, str(HERE / "bench_mediation.py"), *sizes], 600)
+    if "realproject" in parts:
+        log("realproject: toolz 1.0.0's suite and bounded mutation runs, plain and in each documented shape")
+        flags = ["--quick"] if quick else []
+        doc["realproject"] = child_json([py, str(HERE / "bench_real_project.py"), *flags], 3600)
     doc["targets"] = targets(doc)
     return doc
 
@@ -535,7 +543,9 @@ def plot(doc: dict, path: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes, one round each (the smoke test)")
-    p.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of: {', '.join(PARTS)}")
+    p.add_argument("--only", default=None,
+                   help=f"comma-separated parts of: {', '.join(PARTS)} (default: all; with --quick all but "
+                   "realproject, which fetches an sdist and takes minutes)")
     p.add_argument("--out", type=Path, help="also write the JSON document to FILE")
     p.add_argument("--plot", type=Path, help="draw end-and-prove time against process count into PNG")
     p.add_argument("--markdown", type=Path, help="write the tables as Markdown to FILE")
@@ -548,6 +558,8 @@ def main(argv: list[str] | None = None) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.only is None:
+        args.only = ",".join(part for part in PARTS if not (args.quick and part == "realproject"))
     parts = tuple(x for x in args.only.split(",") if x)
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "## Using it in a project"
-EXPECTED = {"install", "config", "pytest", "action", "mutation"}
+EXPECTED = {"install", "wheel", "config", "pytest", "action", "mutation"}
 
 
 def section(text: str | None = None) -> str:

@@ -1,29 +1,30 @@
 """cosmic-ray end to end under ``no-docker``, with the canary on the real engine paths (issue 15
-item 4).
+item 4, issue 26 item 1).
 
 Inside an outer guard (only the canary answers on ``/run/docker.sock``, ``127.0.0.1:2375``...),
 on copies of ``tests/fixtures/cosmic-ray-example`` (code that calls Docker through docker-py):
 
 0. positive control, no isolation: the example's read-only listing reaches the canary;
-1. the local distributor, its test command ``no-docker run -- python -m pytest``: every mutant
-   has a result, none lost, none errored by the isolation (worker outcome "normal"); killed and
-   survived both occur; the canary records nothing;
-2. the HTTP distributor with two workers, each ``no-docker run --publish 127.0.0.1:PORT --
-   cosmic-ray http-worker --port PORT`` in its own copy, and ``cosmic-ray exec`` (outside the
-   runs) reaching them by URL: the same result for every mutant as (1), nothing recorded by the
-   canary; the workers end with their runs and leave their ports free.
+1. the ``no-docker`` distributor (``ci/cosmic_ray.py``): each mutant's tests in a run of their
+   own; every mutant has a result, none lost, none errored (worker outcome "normal"); killed and
+   survived both occur; each result carries the run's engine attempts; the canary records nothing;
+2. the whole tool under one run, ``no-docker run -- cosmic-ray exec`` with a plain test command:
+   the same result for every mutant as (1), nothing recorded by the canary;
+3. the summary a user reads (``no-docker mutation-summary``) names the mutant that flips
+   ``tidy(dry_run=True)`` and so prunes: it tried to reach an engine (when this build's
+   ``--report`` has ``engine_attempts``, issue 26 item 2).
+
+The refusals (every run refused: no mutant scored) are T-92; the HTTP workers' shape is gone from
+the docs: a worker that is refused or lost is recorded "abnormal", which cr-report counts as killed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -97,11 +98,14 @@ test-command = "{test}"
 """
 
 
-def test_cosmic_ray_local_and_http_workers_reach_no_engine(tmp_path: Path, guard, spawn) -> None:
-    from no_docker.canary.records import route_of
-    from no_docker.supervisor.proving.outer_guard import nsenter_argv
+def no_docker_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "no_docker.supervisor.cli", *args]
 
-    work = tmp_path / "local"
+
+def test_cosmic_ray_per_mutant_and_whole_tool_reach_no_engine(tmp_path: Path, guard) -> None:
+    from no_docker.canary.records import route_of
+
+    work = tmp_path / "per-mutant"
     shutil.copytree(EXAMPLE, work)
     # 0. positive control: without isolation, the example's docker-py listing reaches the canary
     control = guard.run([sys.executable, "-c", "import engine; print(engine.tidy())"], cwd=work)
@@ -109,55 +113,76 @@ def test_cosmic_ray_local_and_http_workers_reach_no_engine(tmp_path: Path, guard
     assert ROUTE in [route_of(r) for r in guard.records()], "the canary did not see the example"
     seen = len(guard.settled_records())
 
-    # 1. the local distributor: each mutant's tests under no-docker run
-    test = no_docker("run", "--quiet", "--", sys.executable, "-B", "-m", "pytest", "-x", "-q",
-                     "-p", "no:cacheprovider")
-    local = config(work, COMMON.format(test=test) + '[cosmic-ray.distributor]\nname = "local"\n')
-    for step in (["init", local, "local.sqlite"], ["exec", local, "local.sqlite"]):
+    plain = f"{sys.executable} -B -m pytest -x -q -p no:cacheprovider"
+    # 1. the no-docker distributor: each mutant's tests in a no-docker run of their own
+    per = config(work, COMMON.format(test=plain) + '[cosmic-ray.distributor]\nname = "no-docker"\n')
+    for step in (["init", per, "s.sqlite"], ["exec", per, "s.sqlite"]):
         done = guard.run([str(BIN / "cosmic-ray"), *step], cwd=work, timeout=600)
         assert done.returncode == 0, text(done)[-3000:]
-    first = outcomes(guard, work, "local.sqlite")
+    first = outcomes(guard, work, "s.sqlite")
     assert len(first) >= 10, first
     assert {w for w, _ in first.values()} == {"normal"}, first  # none lost, none errored
     assert {t for _, t in first.values()} == {"killed", "survived"}, first
     assert guard.records()[seen:] == [], "a request from an isolated mutant reached the canary"
+    summary = guard.run(no_docker_argv("mutation-summary", "--json", "s.sqlite"), cwd=work)
+    assert summary.returncode == 0, text(summary)
+    found = json.loads(summary.stdout)
+    assert found["pending"] == 0 and len(found["results"]) == len(first), found
+    assert all(r["engine_attempts"] is not None for r in found["results"]), "a result without attempts"
 
-    # 2. the HTTP distributor: two workers, each in its own run, reached through --publish
-    ports = [free_port(), free_port()]
-    workers = []
-    for i, port in enumerate(ports):
-        copy = tmp_path / f"worker{i}"
-        shutil.copytree(EXAMPLE, copy)
-        argv = [sys.executable, "-m", "no_docker.supervisor.cli", "run", "--publish", f"127.0.0.1:{port}",
-                "--", str(BIN / "cosmic-ray"), "http-worker", "--port", str(port)]
-        inside = ["sh", "-c", '"$@"; exit $?', "worker", *argv]
-        workers.append(spawn(nsenter_argv(guard.holder_pid, inside, userns=guard.userns, cwd=str(copy)),
-                             env=dict(guard.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    urls = ", ".join(f'"http://127.0.0.1:{p}"' for p in ports)
-    http = config(work, COMMON.format(test=f"{sys.executable} -B -m pytest -x -q -p no:cacheprovider")
-                  + f'[cosmic-ray.distributor]\nname = "http"\n\n[cosmic-ray.distributor.http]\n'
-                  f"worker-urls = [{urls}]\n")
-    ready = ("import socket, sys\nfor p in sys.argv[1:]:\n"
-             "    socket.create_connection(('127.0.0.1', int(p)), 2).close()\n")
-    deadline = time.monotonic() + 60
-    while guard.run([sys.executable, "-c", ready, *map(str, ports)], cwd=work).returncode != 0:
-        assert time.monotonic() < deadline, "the http workers never listened"
-        assert all(w.poll() is None for w in workers), [w.communicate(timeout=30) for w in workers]
-        time.sleep(0.3)
-    for step in (["init", http, "http.sqlite"], ["exec", http, "http.sqlite"]):
-        done = guard.run([str(BIN / "cosmic-ray"), *step], cwd=work, timeout=600)
-        assert done.returncode == 0, text(done)[-3000:]
-    second = outcomes(guard, work, "http.sqlite")
+    # 2. the whole tool under one run, its test command plain
+    whole_dir = tmp_path / "whole-tool"
+    shutil.copytree(EXAMPLE, whole_dir)
+    whole = config(whole_dir, COMMON.format(test=plain) + '[cosmic-ray.distributor]\nname = "local"\n')
+    done = guard.run([str(BIN / "cosmic-ray"), "init", whole, "s.sqlite"], cwd=whole_dir, timeout=600)
+    assert done.returncode == 0, text(done)[-3000:]
+    done = guard.run(no_docker_argv("run", "--", str(BIN / "cosmic-ray"), "exec", whole, "s.sqlite"),
+                     cwd=whole_dir, timeout=600)
+    assert done.returncode == 0, text(done)[-3000:]
+    second = outcomes(guard, whole_dir, "s.sqlite")
     assert second == first, {k: (first.get(k), second.get(k)) for k in first.keys() | second.keys()
                              if first.get(k) != second.get(k)}
-    for w in workers:
-        os.killpg(w.pid, signal.SIGTERM)  # the supervisor ends the worker's run and proves it
-    for w in workers:
-        _, err = w.communicate(timeout=60)
-        assert b"isolation proven" in err and b"0 left" in err, err.decode(errors="replace")[-2000:]
-    assert guard.records()[seen:] == [], "a request from a worker reached the canary"
-    # no listener left (SO_REUSEADDR: relayed connections may linger in TIME_WAIT)
-    gone = ("import socket, sys\nfor p in sys.argv[1:]:\n    s = socket.socket()\n"
-            "    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-            "    s.bind(('127.0.0.1', int(p)))\n    s.listen()\n")
-    assert guard.run([sys.executable, "-c", gone, *map(str, ports)], cwd=work).returncode == 0
+    assert guard.records()[seen:] == [], "a request from the whole-tool run reached the canary"
+
+
+
+# Only the mutants that flip a True (the one of tidy's default prunes), through the distributor,
+# their results written into the session as `cosmic-ray exec` writes them.
+ONLY_FLIPS = """
+import sys
+from cosmic_ray.work_db import WorkDB, use_db
+from no_docker.ci.cosmic_ray import NoDockerDistributor
+with use_db("s.sqlite", mode=WorkDB.Mode.open) as db:
+    items = [i for i in db.pending_work_items
+             if all(m.operator_name == "core/ReplaceTrueWithFalse" for m in i.mutations)]
+    assert items, "no ReplaceTrueWithFalse mutant"
+    NoDockerDistributor()(items, sys.argv[1], 60.0, {}, db.set_result)
+"""
+
+
+def test_the_summary_names_the_mutant_that_prunes(tmp_path: Path, guard) -> None:
+    work = tmp_path / "payload"
+    shutil.copytree(EXAMPLE, work)
+    probe_report = tmp_path / "probe.json"
+    probe = guard.run(no_docker_argv("run", "--quiet", "--report", str(probe_report), "--", "true"), cwd=work)
+    assert probe.returncode == 0, text(probe)
+    if "engine_attempts" not in json.loads(probe_report.read_text()):
+        pytest.skip("this build's --report has no engine_attempts yet (issue 26 item 2): the summary's "
+                    "names are shown by test_cosmic_ray_distributor.py with a stand-in run")
+    plain = f"{sys.executable} -B -m pytest -x -q -p no:cacheprovider"
+    cfg = config(work, COMMON.format(test=plain) + '[cosmic-ray.distributor]\nname = "no-docker"\n')
+    done = guard.run([str(BIN / "cosmic-ray"), "init", cfg, "s.sqlite"], cwd=work, timeout=600)
+    assert done.returncode == 0, text(done)[-3000:]
+    seen = len(guard.settled_records())
+    done = guard.run([sys.executable, "-c", ONLY_FLIPS, plain], cwd=work, timeout=600)
+    assert done.returncode == 0, text(done)[-3000:]
+    assert b"tried to reach a container engine" in done.stderr, text(done)
+    summary = guard.run(no_docker_argv("mutation-summary", "--json", "s.sqlite"), cwd=work)
+    found = json.loads(summary.stdout)
+    tried = [r for r in found["results"] if r["engine_attempts"]]
+    assert tried and all("ReplaceTrueWithFalse" in r["mutant"] for r in tried), found
+    assert all(any("docker.sock" in a["target"] for a in r["engine_attempts"]) for r in tried), tried
+    shown = guard.run(no_docker_argv("mutation-summary", "s.sqlite"), cwd=work)
+    print(shown.stdout.decode())  # the summary, as a user reads it (pytest -s shows it)
+    assert shown.stdout.decode().startswith(f"{len(tried)} of {len(found['results'])} mutants tried to reach")
+    assert guard.records()[seen:] == [], "a request from an isolated mutant reached the canary"

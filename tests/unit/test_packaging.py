@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -88,7 +89,8 @@ def test_wheel_installs_outside_the_repo_and_proves():
             every_command_as_a_newcomer(base, wheel)
 
         # The README's "Using it in a project": install, config and pytest snippets, as written,
-        # in a small project of one's own (the wheel stands in for the PyPI name).
+        # in a small project of one's own beside a clone (a copy of this tree) in ../no-docker.
+        clone(base / "no-docker")
         project = base / "project"
         project.mkdir()
         (project / "pyproject.toml").write_text('[project]\nname = "example"\nversion = "0"\n\n'
@@ -98,7 +100,6 @@ def test_wheel_installs_outside_the_repo_and_proves():
         shell_env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
                      "HOME": os.environ.get("HOME", "/root"), "CI": "kept", "LANG": "C.UTF-8"}
         for line in readme_snippets.lines("install"):
-            line = line.replace("install no-docker", f"install -q {wheel}")
             done = subprocess.run(["bash", "-c", line], cwd=project, env=shell_env,
                                   capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, f"{line}: {done.stderr[-2000:]}"
@@ -108,6 +109,42 @@ def test_wheel_installs_outside_the_repo_and_proves():
             assert done.returncode == 0, f"{line}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
             assert "1 passed" in done.stdout, f"{line}: {done.stdout}"
             assert "isolation proven" in done.stderr, f"{line}: {done.stderr}"
+
+        # the wheel snippet: built in the clone, installed into a fresh venv of another project
+        other = base / "other"
+        other.mkdir()
+        subprocess.run([sys.executable, "-m", "venv", str(other / ".venv")], check=True, timeout=120)
+        for line in readme_snippets.lines("wheel"):
+            done = subprocess.run(["bash", "-c", line], cwd=other, env=shell_env,
+                                  capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, f"{line}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+        version = subprocess.run([str(other / ".venv" / "bin" / "no-docker"), "--version"], cwd=other,
+                                 capture_output=True, text=True, timeout=60)
+        assert version.returncode == 0, version
+        assert version.stdout.strip() == f"no-docker {METADATA['version']}", version
+
+
+METADATA = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+# what a clone holds that a copy of this tree must leave out (the venv, caches, build output)
+NOT_IN_A_CLONE = {".venv", ".git", ".pytest_cache", ".hypothesis", ".ruff_cache", "build", "dist",
+                  "no_docker.egg-info", "__pycache__"}
+
+
+def clone(dest: Path) -> None:
+    """A copy of this tree as a fresh clone has it (git ls-files would miss uncommitted work)."""
+    shutil.copytree(REPO, dest, ignore=lambda d, names: [n for n in names if n in NOT_IN_A_CLONE])
+
+
+def test_the_distribution_metadata_is_complete_and_publishable():
+    for key in ("name", "version", "description", "readme", "requires-python", "license", "license-files",
+                "classifiers", "keywords", "dependencies"):
+        assert METADATA.get(key), f"[project] {key} is missing"
+    assert not any(c.startswith("License ::") for c in METADATA["classifiers"])  # deprecated by `license`
+    assert "Operating System :: POSIX :: Linux" in METADATA["classifiers"]
+    assert f"{sys.version_info.major}.{sys.version_info.minor}" in " ".join(METADATA["classifiers"])
+    eps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert eps["cosmic_ray.distributors"] == {"no-docker": "no_docker.ci.cosmic_ray:NoDockerDistributor"}
+    assert "pip install no-docker " not in (REPO / "README.md").read_text()  # not a name of ours
 
 
 SYSTEM_PYTHON = "/usr/bin/python3"
