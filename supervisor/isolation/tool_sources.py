@@ -74,6 +74,8 @@ CODE_CACHES = {
     ".cache/deno": "deno", ".conda": "conda", ".cache/ccache": "ccache", ".ccache": "ccache",
     ".cache/bazel": "bazel", ".local/share/virtualenv": "virtualenv (seed wheels)",
     ".local/pipx": "pipx", ".local/share/pipx": "pipx", ".cache/pipx": "pipx",
+    ".cache/pipenv": "pipenv", ".cache/hatch": "hatch", ".local/share/hatch": "hatch",
+    ".cache/pip-tools": "pip-tools", ".cache/nox": "nox",
 }
 #: The same caches where a variable moves them.
 CACHE_VARIABLES = {"PIP_CACHE_DIR": "pip", "UV_CACHE_DIR": "uv", "POETRY_CACHE_DIR": "poetry",
