@@ -1334,11 +1334,21 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         # next `git status` outside runs the planted fsmonitor): undo it, then walk again.
         from .isolation.quarantine import put_back
 
-        undo = put_back(changed, audit.roots, life.run_id, audit.started_ns)
-        lost = {line.split(": ", 1)[0] for line in undo.lost}  # gone, and said so apart
-        # What this undo moved into its own quarantine is where it belongs.
-        left = {path: change for path, change in audit.changed().items()
-                if path not in lost and not any(path.startswith(q + "/") for q in undo.quarantines)}
+        kept = (*policy.protected, *policy.pinned)
+        undo = put_back(changed, audit.roots, life.run_id, audit.started_ns, kept)
+        for _ in range(4):
+            lost = {line.split(": ", 1)[0] for line in undo.lost}  # gone, and said so apart
+            # What this undo moved into its own quarantine is where it belongs.
+            left = {path: change for path, change in audit.changed().items()
+                    if path not in lost and not any(path.startswith(q + "/") for q in undo.quarantines)}
+            if not left or undo.failed:
+                break
+            # What the first undo revealed (a directory made to look like a repository or a
+            # venv hides what is below it from the walk): undone the same way, then again.
+            done = len(undo.moved) + len(undo.restored)
+            put_back(left, audit.roots, life.run_id, audit.started_ns, kept, undo)
+            if len(undo.moved) + len(undo.restored) == done:
+                break
         not_undone = [*undo.failed, *change_lines(left)]
     # Only the command's refusals: until the verdict they are the prover's own tries.
     refused = ([r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH]

@@ -158,7 +158,8 @@ def git_config_code_paths(text: str) -> tuple[list[str], list[str]]:
     hooks: list[str] = []
     includes: list[str] = []
     section = ""
-    for raw in text.split("\n"):
+    # A backslash at a line's end continues the value on the next (git-config(1), "Syntax").
+    for raw in text.replace("\\\n", "").split("\n"):
         line = raw.strip()
         if not line or line[0] in "#;":
             continue
@@ -180,6 +181,9 @@ def git_config_code_paths(text: str) -> tuple[list[str], list[str]]:
     return hooks, includes
 
 
+_INCLUDE_LIMIT = 50  # config files followed through include.path (git itself stops at 10 levels)
+
+
 def _configured_code_paths(work: str, common: str, home: str) -> list[str]:
     """Paths in WORK that git configuration makes run code later: a core.hooksPath in the work
     tree (husky's `.husky`), a config file included from the work tree. Created empty when
@@ -191,7 +195,12 @@ def _configured_code_paths(work: str, common: str, home: str) -> list[str]:
         # and read_regular follows no link.
         configs += [realpath(os.path.join(home, ".gitconfig")),
                     realpath(os.path.join(home, ".config", "git", "config"))]
-    for config in configs:
+    seen: set[str] = set()
+    while configs and len(seen) < _INCLUDE_LIMIT:
+        config = configs.pop(0)
+        if config in seen:
+            continue
+        seen.add(config)
         try:
             hooks, includes = git_config_code_paths(_read_text(config))
         except OSError:
@@ -201,6 +210,8 @@ def _configured_code_paths(work: str, common: str, home: str) -> list[str]:
             if value.startswith("~/") and home:
                 value = os.path.join(home, value[2:])
             path = realpath(os.path.join(base, value))
+            if not is_dir:
+                configs.append(path)  # an included file's own hooksPath and includes count too
             if not is_under(path, work) or path == work:
                 continue
             if not os.path.lexists(path):
@@ -547,7 +558,8 @@ def _walk(survey: Survey, dir_fd: int, rel: str, depth: int, mode: str) -> None:
         for name in _GIT_DIRS:
             child_modes[name] = "all"
             sources[_key(rel, name)] = _kind_at(dir_fd, name)
-        mode = mode or "quiet"  # objects/, refs/, logs/: git's own files, not the tools'
+        for name in ("objects", "refs", "logs", "lfs"):  # git's own files, not the tools'
+            child_modes.setdefault(name, "quiet")
     cfg = names.get(_VENV_MARK)
     if cfg is not None and not cfg.is_dir(follow_symlinks=False) and mode != "all" and (
             path not in survey.own_venvs):
@@ -604,7 +616,7 @@ def _tool_sources(survey: Survey, dir_fd: int, rel: str, path: str, names: dict[
         _importable_sources(survey, dir_fd, rel, path, names, strict=True)
     else:
         # Only string tests on most directories' entries: the walk's cost is per entry.
-        named = [n for n in names if tool_sources.named_module(n)]
+        named = [n for n in names if tool_sources.named_module(n) or n.endswith(tool_sources.DIST_SUFFIXES)]
         if named:
             _importable_sources(survey, dir_fd, rel, path, {n: names[n] for n in named}, strict=False)
     if rel and not tool_sources.STANZA_SKIP_DIRS.isdisjoint(rel.split("/")):
@@ -682,7 +694,7 @@ def _importable_sources(survey: Survey, dir_fd: int, rel: str, path: str, names:
             sources[_key(rel, name)] = _kind_at(dir_fd, name)
             continue
         if entry.is_dir(follow_symlinks=False):
-            if name.endswith(tool_sources.DIST_SUFFIXES) and strict:
+            if name.endswith(tool_sources.DIST_SUFFIXES):  # read wherever Python starts
                 for meta in tool_sources.DIST_FILES:
                     sources[f"{_key(rel, name)}/{meta}"] = _entry_kind(os.path.join(path, name, meta))
                 continue
@@ -693,6 +705,8 @@ def _importable_sources(survey: Survey, dir_fd: int, rel: str, path: str, names:
             init, importable = _package_init(os.path.join(path, name))
             if init is not None:
                 sources[_key(rel, f"{name}/{init}")] = _entry_kind(os.path.join(path, name, init))
+                if strict:
+                    survey.module_dirs.add(os.path.join(path, name))  # its __pycache__ too
             elif importable and tool_sources.named_module(name):
                 # A namespace package of a name a tool imports (org/python/core.py): it imports
                 # what is in it. (An empty one imports nothing: not a source.)
@@ -810,32 +824,42 @@ _CONFIGURED_LIMIT = 1000  # git directories whose config is followed (then: past
 
 def _configured_sources(root: str, gitdir: str) -> dict[str, str]:
     """What GITDIR's config makes git run from inside ROOT: its core.hooksPath directory (each
-    hook in it) and the files it includes, fingerprinted by their path relative to ROOT."""
-    try:
-        hooks, includes = git_config_code_paths(_read_text(os.path.join(gitdir, "config")))
-    except OSError:
-        return {}
+    hook in it) and the files it includes, fingerprinted by their path relative to ROOT; an
+    included file's own hooksPath and includes too (git follows them: include of include)."""
     worktree = os.path.dirname(gitdir) if os.path.basename(gitdir) == ".git" else gitdir
-    sources = {}
-    for value, base, is_dir in [(h, worktree, True) for h in hooks] + [(i, gitdir, False) for i in includes]:
-        if value.startswith("~"):
-            continue  # under $HOME: not the run's to write (where its start-up links lead aside)
-        path = os.path.normpath(os.path.join(base, value))
-        if not is_under(path, root) or path == root:
+    sources: dict[str, str] = {}
+    configs, seen = [os.path.join(gitdir, "config")], set()
+    while configs and len(seen) < _INCLUDE_LIMIT:
+        config = configs.pop(0)
+        if config in seen:
             continue
-        rel = path[len(root.rstrip("/")) + 1:]
-        sources[rel] = kind = _entry_kind(path)
-        if not (is_dir and kind == "dir"):
-            continue
+        seen.add(config)
         try:
-            dir_fd = open_nofollow(path, _WALK_DIR)
+            hooks, includes = git_config_code_paths(_read_text(config))
         except OSError:
             continue
-        try:
-            for name in sorted(os.listdir(dir_fd))[:200]:
-                sources[f"{rel}/{name}"] = _kind_at(dir_fd, name)
-        finally:
-            os.close(dir_fd)
+        for value, base, is_dir in ([(h, worktree, True) for h in hooks]
+                                    + [(i, os.path.dirname(config), False) for i in includes]):
+            if value.startswith("~"):
+                continue  # under $HOME: not the run's to write (where its start-up links lead aside)
+            path = os.path.normpath(os.path.join(base, value))
+            if not is_dir:
+                configs.append(path)
+            if not is_under(path, root) or path == root:
+                continue
+            rel = path[len(root.rstrip("/")) + 1:]
+            sources[rel] = kind = _entry_kind(path)
+            if not (is_dir and kind == "dir"):
+                continue
+            try:
+                dir_fd = open_nofollow(path, _WALK_DIR)
+            except OSError:
+                continue
+            try:
+                for name in sorted(os.listdir(dir_fd))[:200]:
+                    sources[f"{rel}/{name}"] = _kind_at(dir_fd, name)
+            finally:
+                os.close(dir_fd)
     return sources
 
 

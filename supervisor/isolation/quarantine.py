@@ -44,6 +44,9 @@ class Undo:
                 "not_put_back": self.lost, "quarantine": self.quarantines}
 
 
+_VERDICTS = ("(git directory)", "(walk)", "(import root)")
+
+
 def restorable(before: str) -> tuple[str, ...] | None:
     """How a fingerprint (``later_code._fingerprint``) can be put back, or None (pure):
     ("absent",), ("dir",), ("symlink", TARGET), ("file", MODE, UID, GID, CONTENT)."""
@@ -170,15 +173,17 @@ def _put(path: str, how: tuple[str, ...]) -> None:
 
 
 def put_back(changed: dict[str, tuple[str, str]], roots: list[str], run_id: str,
-             started_ns: int = 0) -> Undo:
+             started_ns: int = 0, kept: tuple[str, ...] = (), into: Undo | None = None) -> Undo:
     """Undo CHANGED ({path: (before, after)} from ``LaterCodeAudit.changed``) in ROOTS.
     STARTED_NS: when the before-walk began; what was not touched since (its ctime, which no
     process can set back, is older) is never moved: a source first named after the run (a
-    path a planted git config includes: ``include.path = ../.venv``) is not the run's."""
-    undo = Undo()
+    path a planted git config includes: ``include.path = ../.venv``) is not the run's; nor is
+    what the run saw read-only or pinned (KEPT), or a directory holding it (a directory's
+    ctime moves with every entry made in it)."""
+    undo = into if into is not None else Undo()
     moved_dirs: list[str] = []
     for path in sorted(changed):
-        if "(" in os.path.basename(path):  # "(git directory)", "(walk)": verdicts, not files
+        if os.path.basename(path) in _VERDICTS:  # verdicts of the walk, not files
             continue
         before, _after = changed[path]
         root = _root_of(path, roots)
@@ -195,6 +200,8 @@ def put_back(changed: dict[str, tuple[str, str]], roots: list[str], run_id: str,
                 continue  # a directory that is still one: its changed files are undone one by one
             if started_ns and _untouched_since(path, started_ns):
                 continue
+            if any(is_under(k, path) for k in kept):
+                continue  # read-only or pinned inside the run (.git, a venv): never the run's
             # What the run left goes, whatever can be put back in its place.
             _move_aside(path, root, run_id, owner, undo)
             if _is_dir_in_quarantine(path, root, undo):

@@ -74,6 +74,8 @@ CODE_CACHES = {
     ".cache/deno": "deno", ".conda": "conda", ".cache/ccache": "ccache", ".ccache": "ccache",
     ".cache/bazel": "bazel", ".local/share/virtualenv": "virtualenv (seed wheels)",
     ".local/pipx": "pipx", ".local/share/pipx": "pipx", ".cache/pipx": "pipx",
+    ".cache/pipenv": "pipenv", ".cache/hatch": "hatch", ".local/share/hatch": "hatch",
+    ".cache/pip-tools": "pip-tools", ".cache/nox": "nox",
 }
 #: The same caches where a variable moves them.
 CACHE_VARIABLES = {"PIP_CACHE_DIR": "pip", "UV_CACHE_DIR": "uv", "POETRY_CACHE_DIR": "poetry",
@@ -169,32 +171,65 @@ UV_CONFIGS = ("/etc/uv/uv.toml", "~/.config/uv/uv.toml")
 
 
 #: Settings that name a directory whose content pip or uv installs: its caches, and the
-#: local directories it installs from (``find-links``: a planted wheel there is installed
-#: by the next ``pip install`` outside, measured).
-PATH_SETTINGS = {"cache-dir": "cache", "find-links": "find-links directory"}
+#: local directories it installs from (``find-links``, a ``file://`` index: a planted wheel
+#: there is installed by the next ``pip install`` outside, measured).
+PATH_SETTINGS = {"cache-dir": "cache", "find-links": "find-links directory", "index-url": "local index",
+                 "extra-index-url": "local index"}
 
 
-def path_settings(text: str) -> list[tuple[str, str]]:
-    """(setting, value) of every ``cache-dir``/``find-links`` line of an ini or TOML file, a
-    value per word (pip splits find-links on whitespace; ``file://`` dropped) (pure)."""
-    found = []
-    for line in text.splitlines():
-        key, eq, value = line.partition("=")
-        name = key.strip().replace("_", "-")
-        if not eq or name not in PATH_SETTINGS:
-            continue
-        for word in value.replace(",", " ").split():
-            word = word.strip("'\"[]")
+def _setting_words(value: object) -> list[str]:
+    values = value if isinstance(value, list) else [value]
+    words = []
+    for item in values:
+        for word in str(item).split():  # pip splits find-links on whitespace
+            word = word.strip("'\"")
             if word.startswith("file://"):
                 word = word[len("file://"):]
+            elif "://" in word:
+                continue  # a remote index: nothing of this machine's
             if word:
-                found.append((name, word))
+                words.append(word)
+    return words
+
+
+def path_settings(text: str, toml: bool = False) -> list[tuple[str, str]]:
+    """(setting, directory) for each ``cache-dir``/``find-links``/``index-url`` value of a
+    pip.conf (ini, as pip reads it: configparser, so ``:`` and continuation lines too) or a
+    uv.toml (TOML), one per word; a value that cannot be parsed fails closed to nothing found
+    only where the file itself cannot be parsed by the tool either (pure)."""
+    found: list[tuple[str, str]] = []
+    if toml:
+        import tomllib
+
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            return found
+        tables = [doc, *(v for v in doc.values() if isinstance(v, dict))]
+        for table in tables:
+            for key, value in table.items():
+                name = str(key).replace("_", "-")
+                if name in PATH_SETTINGS:
+                    found += [(name, w) for w in _setting_words(value)]
+        return found
+    import configparser
+
+    parser = configparser.RawConfigParser(strict=False, interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return found
+    for section in parser.sections():
+        for key, value in parser.items(section):
+            name = key.replace("_", "-")
+            if name in PATH_SETTINGS:
+                found += [(name, w) for w in _setting_words(value)]
     return found
 
 
-def cache_dir_setting(text: str) -> str | None:
-    """The value of a ``cache-dir``/``cache_dir`` line of an ini or TOML file (pure)."""
-    values = [v for k, v in path_settings(text) if k == "cache-dir"]
+def cache_dir_setting(text: str, toml: bool = False) -> str | None:
+    """The first ``cache-dir`` of a pip.conf (or, TOML, a uv.toml) (pure)."""
+    values = [v for k, v in path_settings(text, toml) if k == "cache-dir"]
     return values[0] if values else None
 
 
@@ -228,10 +263,12 @@ def configured_caches(home: str, environ: dict[str, str],
             text = read_regular(path, 1 << 16).decode("utf-8", "replace")
         except (OSError, ValueError):
             continue
-        settings += [(tool, k, v) for k, v in path_settings(text)]
-    for variable, setting in (("PIP_FIND_LINKS", "find-links"), ("UV_FIND_LINKS", "find-links")):
-        settings += [("pip" if variable.startswith("PIP") else "uv", setting, v)
-                     for _, v in path_settings(f"{setting} = {environ.get(variable, '')}")]
+        settings += [(tool, k, v) for k, v in path_settings(text, toml=path.endswith(".toml"))]
+    for variable, setting in (("PIP_FIND_LINKS", "find-links"), ("UV_FIND_LINKS", "find-links"),
+                              ("PIP_INDEX_URL", "index-url"), ("PIP_EXTRA_INDEX_URL", "extra-index-url"),
+                              ("UV_INDEX_URL", "index-url"), ("UV_EXTRA_INDEX_URL", "extra-index-url")):
+        settings += [("pip" if variable.startswith("PIP") else "uv", setting, w)
+                     for w in _setting_words(environ.get(variable, ""))]
     for tool, setting, value in settings:
         if value.startswith("~/") and home:
             value = os.path.join(home, value[2:])

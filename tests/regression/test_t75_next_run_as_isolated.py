@@ -472,3 +472,66 @@ def test_the_second_reviews_shapes_are_refused_or_undone(t75_guard):
     assert done.returncode == 125 and b"none of it runs later" in done.stderr, done.stderr
     assert (work / ".venv" / "pyvenv.cfg").is_file() and not (work / "evil" / "HEAD").exists()
     assert not list(work.glob("team.gitconfig ;*")), "a junk file named after git's comment"
+
+
+def _git_repo(work: Path, env: dict[str, str]) -> None:
+    subprocess.run(["git", "init", "-q", str(work)], check=True, timeout=60, env=env)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-q", "--allow-empty",
+                    "-m", "i"], cwd=work, check=True, timeout=60, env=env)
+
+
+def test_the_third_reviews_shapes_are_undone(tmp_path):
+    """rt25c: B1 (a forged pytest .pyc for a root package's plugin), B3 (a distribution in
+    tests/), B4 (a planted include.path = ../../.git made the undo move the user's .git), B5/B6
+    (git's include of an include; a hooksPath set in an included file), B7 (a continued include
+    line), B8 (a directory made to look like a repository hides a pytest.py below it), B9 (a '('
+    in a linked distribution's name). The witness: a marker outside the work dir (hidden inside
+    a run), written only by code that runs outside."""
+    require_bwrap()
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+    marker = tmp_path / "ran-outside"
+    work = tmp_path / "work"
+    _project(work, {"mypkg/__init__.py": "X = 1\n", ".gitconfig": "[include]\n\tpath = .gitconfig.local\n",
+                    "team.gitconfig": "[core]\n\thooksPath = tools/hooks\n", "shared.gitconfig": "\n",
+                    "tools/hooks/.keep": ""})
+    _git_repo(work, env)
+    with open(work / ".git" / "config", "a") as config:
+        config.write("[include]\n\tpath = ../.gitconfig\n\tpath = ../team.gitconfig\n"
+                     "\tpath = ../shared\\\n.gitconfig\n")
+    run = [*no_docker_argv("run", "--quiet", "--"), "sh", "-c"]
+    fsmonitor = f"printf '[core]\\n\\tfsmonitor = \"touch {marker}; false\"\\n'"
+    tries = {
+        "B1": "mkdir -p mypkg/__pycache__ && echo x > mypkg/__pycache__/__init__.cpython-311.pyc",
+        "B5": f"{fsmonitor} > .gitconfig.local",
+        "B6": f"printf '#!/bin/sh\\ntouch {marker}\\n' > tools/hooks/pre-commit && "
+              "chmod +x tools/hooks/pre-commit",
+        "B7": f"{fsmonitor} >> shared.gitconfig",
+    }
+    for what, script in tries.items():
+        done = subprocess.run([*run, script], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+        refused = ("Read-only file system" in done.stderr or "busy" in done.stderr
+                   or "none of it runs later" in done.stderr)
+        assert done.returncode != 0 and refused, (what, done.stderr)
+    subprocess.run(["git", "status"], cwd=work, env=env, capture_output=True, timeout=60)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-q", "--allow-empty",
+                    "-m", "x"], cwd=work, env=env, capture_output=True, timeout=60)
+    assert not marker.exists(), "git outside ran what a run left in an included config or hooks dir"
+    moved = {
+        "B3": ("mkdir -p tests/e-1.0.dist-info && printf '[pytest11]\\ne = eplug\\n' > "
+               "tests/e-1.0.dist-info/entry_points.txt", "tests/e-1.0.dist-info/entry_points.txt"),
+        "B8": ("mkdir -p tests/objects tests/refs && echo 'ref: refs/heads/main' > tests/HEAD && "
+               "echo x=1 > tests/pytest.py", "tests/pytest.py"),
+        "B9": ("mkdir -p x/d && printf '[pytest11]\\nep = nsx.evil\\n' > x/d/entry_points.txt && "
+               "ln -s x/d 'evil(.dist-info'", "evil(.dist-info"),
+    }
+    for what, (script, gone) in moved.items():
+        done = subprocess.run([*run, script], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 125 and "none of it runs later" in done.stderr, (what, done.stderr)
+        assert not os.path.lexists(work / gone), (what, done.stderr)
+    plant = ("mkdir -p sub/.git/objects sub/.git/refs && echo 'ref: refs/heads/main' > sub/.git/HEAD && "
+             "printf '[include]\\n\\tpath = ../../.git\\n' > sub/.git/config && touch .git/x; rm -f .git/x")
+    done = subprocess.run([*run, plant], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 125, done.stderr
+    assert (work / ".git" / "HEAD").is_file(), f"the undo moved the user's .git: {done.stderr}"  # B4
+    status = subprocess.run(["git", "status"], cwd=work, env=env, capture_output=True, timeout=60)
+    assert status.returncode == 0, status.stderr
