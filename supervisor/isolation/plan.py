@@ -298,8 +298,9 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     home_real = realpath(home_outside) if home_outside.startswith("/") else ""
     writable_roots = (work, *rw)
     for flag, root in (("--work", work), *(("--rw", p) for p in rw)):
-        reason = runs_later_in_home(root, home_real) or cache_refusal(root, home_real, environ,
-                                                                       work_venvs(work))
+        reason = runs_later_in_home(root, home_real)
+        if not reason and not (home_real and is_under(home_real, root)):  # $HOME itself: below
+            reason = cache_refusal(root, home_real, environ, work_venvs(work))
         if reason:
             raise UsageError(f"{flag} {root}: refused, {reason} (P4)")
     for root in writable_roots:
