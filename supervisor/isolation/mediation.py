@@ -590,6 +590,15 @@ class Keeper:
 PIDFD_THREAD = os.O_EXCL  # linux/pidfd.h
 
 
+def _comm(pid: int) -> str:
+    """The command name of PID ("?" once it is gone): what a status line names a caller by."""
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read().rstrip(b"\n").decode("utf-8", "replace")
+    except OSError:
+        return "?"
+
+
 def _tgid(tid: int) -> int:
     with open(f"/proc/{tid}/status", "rb") as f:
         for line in f:
@@ -1221,11 +1230,7 @@ class Mediator:
     def _record(self, nid: int, pid: int, raw: bytes, reason: str) -> None:
         """Count a refusal, with the caller's pid and command, once ID_VALID has said the
         caller is still the one waiting (so neither the refusal nor the command is another's)."""
-        try:
-            with open(f"/proc/{pid}/comm", "rb") as f:
-                comm = f.read().rstrip(b"\n").decode("utf-8", "replace")
-        except OSError:
-            comm = "?"
+        comm = _comm(pid)
         self._valid(nid)
         key = (parse_sockaddr(raw).describe(), reason)
         with self._lock:
@@ -1314,11 +1319,7 @@ class Mediator:
             if entry is not None and any(p == pid for p, _ in entry.callers):
                 entry.count += 1
                 return
-        try:
-            with open(f"/proc/{pid}/comm", "rb") as f:
-                comm = f.read().rstrip(b"\n").decode("utf-8", "replace")
-        except OSError:
-            comm = "?"
+        comm = _comm(pid)
         self._valid(nid)
         with self._lock:
             self._count_attempt(key, pid, comm)
