@@ -268,16 +268,18 @@ def persistence_row(route_id: str, control_log: Mapping[str, tuple[str, str]],
                isolated_why)
 
 
-def diff_digests(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    """Paths created, removed or changed between two ``tree_digest`` results."""
+def diff_digests(before: Mapping[str, str], after: Mapping[str, str],
+                 words: tuple[str, str, str] = ("created", "removed", "changed")) -> list[str]:
+    """Paths created, removed or changed between two ``tree_digest`` results (or any two
+    {entry: what} listings; WORDS name the three kinds)."""
     out = []
     for path in sorted(set(before) | set(after)):
         if path not in before:
-            out.append(f"created {path}")
+            out.append(f"{words[0]} {path}")
         elif path not in after:
-            out.append(f"removed {path}")
+            out.append(f"{words[1]} {path}")
         elif before[path] != after[path]:
-            out.append(f"changed {path}")
+            out.append(f"{words[2]} {path}")
     return out
 
 

@@ -297,16 +297,10 @@ def missing_tools(which: Callable[[str], str | None] = shutil.which) -> list[str
 
 
 def listing_diff(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    """What differs between two host listings ({entry: what}): created, removed, changed."""
-    out = []
-    for key in sorted(set(before) | set(after)):
-        if key not in before:
-            out.append(f"new {key}")
-        elif key not in after:
-            out.append(f"gone {key}")
-        elif before[key] != after[key]:
-            out.append(f"changed {key}")
-    return out
+    """What differs between two host listings ({entry: what}): new, gone, changed."""
+    from .prove import diff_digests
+
+    return diff_digests(before, after, ("new", "gone", "changed"))
 
 
 def parse_comm_stat(stat: bytes) -> tuple[str, str]:
