@@ -394,6 +394,22 @@ def _try_connect_in_dir(path: bytes, timeout: float) -> int | None:
         os.close(here)
 
 
+def abstract_names_bound(table: str = "/proc/net/unix") -> set[str]:
+    """The abstract socket names bound in this network namespace (its /proc/net/unix: the
+    last field, ``@name``)."""
+    names = set()
+    try:
+        with open(table, "rb") as f:
+            lines = f.read().split(b"\n")[1:]
+    except OSError as err:
+        raise NotProven("P2", f"cannot read {table}: {err.strerror}") from err
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7].startswith(b"@"):
+            names.add(fields[7][1:].decode("utf-8", "surrogateescape"))
+    return names
+
+
 def listening_tcp(family: int) -> list[int]:
     """The ports of the listening TCP sockets of FAMILY in this network namespace, from a
     sock_diag dump (sock_diag(7), inet_diag_req_v2 with states = 1 << TCP_LISTEN): the kernel
@@ -1086,8 +1102,15 @@ class Probe:
             # answer here; one port is then tried for real.
             self.no_listener_yet()
             ports = ports[:1]
-        # `check` (not the gate) tries every port: the command may hold listeners of its own by
-        # now, and one on an engine port counts against the run, as it always did.
+        else:
+            # `check`, next to a running command: its own listeners on an engine or listed
+            # port count against the run, as they always did. Read from the kernel's tables,
+            # not connected to: a loopback connect reaches only a listener of this namespace,
+            # which the table lists exactly, and each connect would itself be an attempt the
+            # mediation names (every `pytest --no-docker` session said "12 attempts to reach an
+            # engine": its plugin's check).
+            self.no_listener_on(ports)
+            ports = []
         for port in ports:
             for family, host in loopbacks:
                 try:
@@ -1096,13 +1119,33 @@ class Probe:
                     continue
                 if code not in UNREACHED:
                     raise NotProven("P2", f"connect to {host} port {port}: {errname(code)}")
+        if not self.gate and abstract:
+            # The same for abstract names: the network namespace's own table (/proc/net/unix
+            # lists only this namespace's sockets), not a connect the mediation would name.
+            bound = abstract_names_bound()
+            for name in abstract:
+                if name in bound:
+                    raise NotProven("P2", f"abstract socket @{name} is bound in the run's network namespace")
+            abstract = []
         for name in abstract:
             code = try_connect(_socket.AF_UNIX, b"\0" + name.encode("utf-8", "surrogateescape"))
             if code not in UNREACHED:
                 raise NotProven("P2", f"abstract socket @{name}: {errname(code)}")
         self.tell("P2", f"interfaces: lo only; {len(routes)} routes out looked up, none; "
-                  f"{len(ports) * len(loopbacks)} loopback connects to engine and listed ports, "
+                  f"{len(ports) * len(loopbacks)} loopback connects to engine and listed ports "
+                  f"{'' if self.gate else '(none: the listening table shows no socket on them) '}"
                   f"{len(abstract)} to abstract names: all refused")
+
+    def no_listener_on(self, ports: list[int]) -> None:
+        for family in (_socket.AF_INET, _socket.AF_INET6):
+            try:
+                found = listening_tcp(family)
+            except OSError as err:
+                raise NotProven("P2", f"cannot list the listening sockets (sock_diag): {err}") from err
+            held = sorted(set(found) & set(ports))
+            if held:
+                raise NotProven("P2", f"a listening TCP socket on port {held[0]} in the run's network "
+                                "namespace (an engine's or a listed port)")
 
     def no_listener_yet(self) -> None:
         for family in (_socket.AF_INET, _socket.AF_INET6):

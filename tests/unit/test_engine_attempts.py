@@ -174,3 +174,31 @@ def test_a_path_named_by_the_caller_s_docker_host_is_an_attempt(spawn, tmp_path,
     assert attempt["target"] == custom and attempt["count"] == 3, attempt
     assert attempt["reason"] == "the caller's DOCKER_HOST, hidden from the run (ENOENT)"
     assert len(attempt["callers"]) == 1
+
+
+def test_no_dockers_own_check_inside_a_run_is_no_attempt(tmp_path):
+    """`pytest --no-docker` and the stanza run `no-docker check` inside the run: its P2 reads
+    the listening tables instead of connecting, so no session reports "12 attempts to reach an
+    engine" of its own (it did: every engine port, tried by the check). A listener of the
+    command on an engine port still fails the check."""
+    import subprocess
+
+    from isolation_helpers import bwrap_works
+
+    if bwrap_works():
+        import pytest
+
+        pytest.skip(str(bwrap_works()))
+    (tmp_path / "test_a.py").write_text("def test_a():\n    assert True\n")
+    session = subprocess.run([sys.executable, "-m", "pytest", "--no-docker", "-q", "-p",
+                              "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert session.returncode == 0 and "1 passed" in session.stdout, session.stderr
+    assert "attempt" not in session.stderr, session.stderr
+    check = [sys.executable, "-m", "no_docker.supervisor.cli", "check"]
+    listener = ("import socket, subprocess, sys; s = socket.socket(); s.bind(('127.0.0.1', 2375)); "
+                f"s.listen(); sys.exit(subprocess.run({check!r}).returncode)")
+    held = subprocess.run([sys.executable, "-m", "no_docker.supervisor.cli", "run", "--quiet", "--",
+                           sys.executable, "-c", listener], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert held.returncode == 125, held.stderr
+    assert "P2 not proven: a listening TCP socket on port 2375" in held.stderr, held.stderr
