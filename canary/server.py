@@ -207,11 +207,14 @@ class Canary:
         try:
             return self.recorder.write(record)
         except OSError as err:
-            self.write_failures += 1
-            if self.write_failures == 1 or self.write_failures % 1000 == 0:
-                print(f"no-docker canary: cannot write the log ({err.strerror}); "
-                      f"hanging up without answering ({self.write_failures} so far)", file=sys.stderr)
+            self._write_failed("the log", err)
             return None
+
+    def _write_failed(self, what: str, err: OSError) -> None:
+        self.write_failures += 1
+        if self.write_failures == 1 or self.write_failures % 1000 == 0:
+            print(f"no-docker canary: cannot write {what} ({err.strerror}); "
+                  f"hanging up without answering ({self.write_failures} so far)", file=sys.stderr)
 
     def spool(self, conn_seq: int, offset: int, data: bytes) -> bool:
         """Put ``data`` in the wire file before it is framed; False when it could not be."""
@@ -220,10 +223,7 @@ class Canary:
         try:
             self.wire.write(conn_seq, offset, data)
         except OSError as err:
-            self.write_failures += 1
-            if self.write_failures == 1 or self.write_failures % 1000 == 0:
-                print(f"no-docker canary: cannot write the wire file ({err.strerror}); "
-                      f"hanging up without answering ({self.write_failures} so far)", file=sys.stderr)
+            self._write_failed("the wire file", err)
             return False
         return True
 

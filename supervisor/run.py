@@ -261,21 +261,6 @@ def parse_args(argv: list[str]) -> Request:
                    memory_max=_size_option("--memory-max", single.get("memory_max"), MEMORY_MAX_MIN))
 
 
-def config_table(work: str) -> object:
-    """What ``[tool.no-docker]`` of WORK says now (compared before and after a run); free when
-    there is no pyproject.toml, and no parser unless it mentions no-docker."""
-    path = os.path.join(work, "pyproject.toml")
-    if not os.path.lexists(path):
-        return None
-    from .isolation import config
-
-    try:
-        found = config.load(work)
-    except UsageError as err:
-        return str(err)
-    return None if found is None else found.table
-
-
 def given_options(argv: list[str]) -> set[str]:
     """The long options ARGV itself uses, before CMD (for the config merge and --report)."""
     given = set()
@@ -1295,9 +1280,6 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         if not sized:
             policy = policy.replace(tmp_size=None)
         markers.refuse_writable_state(state, [policy.work, *policy.rw])
-        # The next run's defaults live in the work dir too: a run that rewrote them could widen
-        # the next run (another --rw, --keep-env) within what a command line may ask.
-        config_before = config_table(policy.work)
         listing_json = listing.to_json()
         plan = encode_plan(plan_items(policy, listing_json, started))
 
@@ -1326,8 +1308,6 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     proven = report.startswith("ok ") and run.gate_refusal is None
     changed = audit.changed()
     later_code = change_lines(changed)
-    if config_table(policy.work) != config_before:
-        later_code.append(f"{policy.work}/pyproject.toml [tool.no-docker] (the next run's defaults)")
     undo, not_undone = None, []
     if changed:
         # A 125 alone is walked past (a mutation tool scores it as killed and goes on, and the

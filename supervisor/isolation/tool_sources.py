@@ -227,16 +227,26 @@ def path_settings(text: str, toml: bool = False) -> list[tuple[str, str]]:
     return found
 
 
-def cache_dir_setting(text: str, toml: bool = False) -> str | None:
-    """The first ``cache-dir`` of a pip.conf (or, TOML, a uv.toml) (pure)."""
-    values = [v for k, v in path_settings(text, toml) if k == "cache-dir"]
-    return values[0] if values else None
+_CONFIGURED: dict[tuple, dict[str, str]] = {}
 
 
 def configured_caches(home: str, environ: dict[str, str],
                       prefixes: tuple[str, ...] = ()) -> dict[str, str]:
     """{directory: what it is} for the caches and find-links directories that pip's and uv's
-    config files (global, user, XDG, each venv's own: PREFIXES) and variables name."""
+    config files (global, user, XDG, each venv's own: PREFIXES) and variables name. Read once
+    per process for the same inputs: ``cache_refusal`` asks for every writable root."""
+    key = (home, prefixes, *(environ.get(v, "") for v in _CONFIG_VARIABLES))
+    if key not in _CONFIGURED:
+        _CONFIGURED[key] = _configured_caches(home, environ, prefixes)
+    return _CONFIGURED[key]
+
+
+_CONFIG_VARIABLES = ("XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "VIRTUAL_ENV", "PIP_CONFIG_FILE",
+                     "UV_CONFIG_FILE", "PIP_FIND_LINKS", "UV_FIND_LINKS", "PIP_INDEX_URL",
+                     "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL")
+
+
+def _configured_caches(home: str, environ: dict[str, str], prefixes: tuple[str, ...]) -> dict[str, str]:
     from .later_code import read_regular
 
     found: dict[str, str] = {}

@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -114,7 +113,7 @@ CASES = _cases()
 def _project(work: Path, extra: dict[str, str] | None = None) -> None:
     work.mkdir()
     (work / "pyproject.toml").write_text("[tool.pytest.ini_options]\nno_docker = true\n")
-    (work / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    (work / "test_ok.py").write_text("def test_ok():\n    pass\n")  # a session to collect
     for name, text in (extra or {}).items():
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(text)
@@ -256,7 +255,7 @@ def test_a_code_cache_is_not_writable(tmp_path):
                           env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "pip's cache" in done.stderr and "--ro ~/.cache/pip" in done.stderr, done.stderr
-    assert textwrap.shorten(done.stderr, 400).count("\n") <= 1
+    assert done.stderr.strip().count("\n") == 0, done.stderr  # one line
 
 
 def test_a_project_venv_is_read_only_and_a_new_one_is_moved_aside(t75_guard):

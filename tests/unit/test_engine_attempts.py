@@ -189,7 +189,7 @@ def test_no_dockers_own_check_inside_a_run_is_no_attempt(tmp_path):
         import pytest
 
         pytest.skip(str(bwrap_works()))
-    (tmp_path / "test_a.py").write_text("def test_a():\n    assert True\n")
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")  # a session to collect
     session = subprocess.run([sys.executable, "-m", "pytest", "--no-docker", "-q", "-p",
                               "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert session.returncode == 0 and "1 passed" in session.stdout, session.stderr

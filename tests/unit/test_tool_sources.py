@@ -113,3 +113,12 @@ def test_a_git_config_value_drops_an_inline_comment():
     text = ('[include]\n\tpath = ../team.gitconfig ; shared\n\tpath = "a;b.inc" # c\n'
             '[core]\n\thooksPath = x#y\n')
     assert git_config_code_paths(text) == (["x"], ["../team.gitconfig", "a;b.inc"])
+
+
+def test_the_stanza_tag_is_the_stanzas_own():
+    # tool_sources keeps a copy (ci/stanza.py imports argparse: not on the run's start-up path):
+    # any version of the line, v2 today.
+    from no_docker.ci.stanza import STANZA, STANZA_TAG
+
+    assert STANZA_TAG.encode().startswith(ts.STANZA_TAG)
+    assert ts.has_stanza(b"#!/bin/bash\n" + STANZA.encode() + b"\n")
