@@ -30,6 +30,7 @@ real = m.{cls}.{method}
 
 def late(self, *args):
     time.sleep({1.5 if method == "command_exited" else 0.5})  # {why}
+    print("t69 seam: {method} delayed", file=sys.stderr, flush=True)
     return real(self, *args)
 
 m.{cls}.{method} = late
@@ -44,8 +45,9 @@ LATE_GATE = _seam("run", "Run", "_on_gate", "the supervisor hears the gate late"
 SLOW_COUNT = _seam("ending.lifecycle", "RunLifecycle", "command_exited", "a slow count")
 
 
-def _leave(tok: str, n: int) -> str:
-    return "".join(f"sleep {tok} & " for _ in range(n)) + "exit 0"
+def _leave(tok: str, n: int, linger: float = 0) -> str:
+    """CMD leaves N processes and exits (after LINGER seconds)."""
+    return "".join(f"sleep {tok} & " for _ in range(n)) + (f"sleep {linger}; " if linger else "") + "exit 0"
 
 
 def test_the_count_is_right_when_the_supervisor_hears_the_gate_late(tmp_path):
@@ -129,8 +131,13 @@ def test_a_slow_count_is_not_taken_for_an_init_that_will_not_end(tmp_path):
     require_bwrap()
     tok = token()
     try:
-        argv = [sys.executable, "-c", SLOW_COUNT, "--end-timeout", "1", "--", "sh", "-c", _leave(tok, 2)]
+        # CMD lingers so that the supervisor has surely heard the gate (and watches CMD) when
+        # it exits: a CMD gone before that is noted by another path, which the seam does not
+        # slow, and the case would pass without testing anything (seen once in CI, under load)
+        argv = [sys.executable, "-c", SLOW_COUNT, "--end-timeout", "1", "--", "sh", "-c",
+                _leave(tok, 2, linger=2)]
         result = run_to_end([], cwd=tmp_path, argv=argv)
+        assert "t69 seam: command_exited delayed" in result.stderr, result.stderr
         assert result.returncode == 0, result.stderr
         assert ", 2 processes killed, 0 left," in result.stderr, result.stderr
         assert settled_without(tok) == []
