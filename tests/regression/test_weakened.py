@@ -124,6 +124,38 @@ def test_harness_flags_a_patch_that_breaks_nothing(tiny_repo, tmp_path):
     assert "still passes" in result.detail
 
 
+def test_stop_at_first_ends_a_target_at_its_first_failure_and_only_then(tiny_repo, tmp_path):
+    """The suite's mode: a target stops at its first failed test, never before one (a passing
+    test does not stop it) and never across targets; the table's mode runs them all."""
+    (tiny_repo / "tests" / "regression" / "test_t98_more.py").write_text(textwrap.dedent("""\
+        from no_docker.supervisor import limits
+
+        def test_tmp_first():
+            assert "/tmp" in limits.hidden()
+
+        def test_run_second():
+            assert "/run" in limits.hidden()
+
+        def test_run_third():
+            assert "/run" in limits.hidden()
+    """))
+    tiny = "tests/regression/test_t99_tiny.py"
+    more = "tests/regression/test_t98_more.py"
+    patch = _patch(tmp_path, tiny_repo, "t99-drop-run.patch", f"{tiny} {more}", "'/run', ", "")
+
+    def ran(result: wh.Result) -> dict[str, str]:
+        return {k: v for k, v in result.outcomes.items() if k.startswith("tests/") and not k.endswith("#why")}
+
+    quick = wh.run_one(tiny_repo, wh.load(patch), tmp_path / "work", timeout=120, stop_at_first=True)
+    assert quick.shown, quick.detail
+    assert ran(quick) == {f"{tiny}::test_run_is_hidden": "failed", f"{more}::test_tmp_first": "passed",
+                          f"{more}::test_run_second": "failed"}
+    full = wh.run_one(tiny_repo, wh.load(patch), tmp_path / "work", timeout=120)
+    assert full.shown, full.detail
+    assert ran(full) == {**ran(quick), f"{tiny}::test_tmp_is_hidden": "passed",
+                         f"{more}::test_run_third": "failed"}
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the pid-namespace safety net needs root")
 def test_harness_leaves_no_process_of_a_weakened_build_behind(tiny_repo, tmp_path):
     """A weakened ending leaks by design: the child's own pid namespace takes the leak with it."""
@@ -192,7 +224,9 @@ def weakened_results(request):
     selected = [item.callspec.params["patch"] for item in request.session.items
                 if getattr(item, "originalname", "") == "test_weakened_build_fails_its_cases"
                 and hasattr(item, "callspec") and item.callspec.params.get("patch") is not None]
-    return wh.run_all(REPO, [wh.load(p) for p in selected], WORKROOT, workers=WORKERS)
+    # Each target stops at its first failed test: that shows it; the table in
+    # docs/regression-cases.md (weakened_harness.py --doc) has every test's outcome.
+    return wh.run_all(REPO, [wh.load(p) for p in selected], WORKROOT, workers=WORKERS, stop_at_first=True)
 
 
 @pytest.mark.slow
