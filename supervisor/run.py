@@ -1098,15 +1098,13 @@ class ReportFile:
             raise
 
     def write(self, doc: dict) -> None:
-        import json
-
         tmp = f".{self.name}.{os.urandom(6).hex()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
                      dir_fd=self.dir_fd)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(doc, f, indent=2, sort_keys=True)
-                f.write("\n")
+                # json.dump(doc, f, indent=2, sort_keys=True) by hand: no `import json` per run
+                f.write(markers.to_json_indented(doc) + "\n")
             os.replace(tmp, self.name, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
         except BaseException:
             try:

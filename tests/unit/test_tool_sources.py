@@ -146,7 +146,8 @@ _INI_LINE = st.one_of(
 )
 
 
-@given(st.one_of(st.lists(_INI_LINE, max_size=8), st.lists(_INI_LINE, max_size=8).map(lambda ls: ["[global]", *ls])))
+@given(st.one_of(st.lists(_INI_LINE, max_size=8),
+                 st.lists(_INI_LINE, max_size=8).map(lambda ls: ["[global]", *ls])))
 def test_plain_ini_reads_what_configparser_reads(lines):
     # plain_ini stands in for configparser on the run path: where it answers, configparser
     # must give the same sections and items; where configparser refuses the file, plain_ini
@@ -158,7 +159,8 @@ def test_plain_ini_reads_what_configparser_reads(lines):
 
 
 def test_plain_ini_answers_for_the_usual_pip_conf():
-    text = "[global]\n# pip's cache\nfind-links = /opt/wheels\nextra-index-url = file:///opt/a file:///opt/b\n\n[install]\nIndex_URL: /x\n"
+    text = ("[global]\n# pip's cache\nfind-links = /opt/wheels\nextra-index-url = file:///opt/a file:///opt/b\n"
+            "\n[install]\nIndex_URL: /x\n")
     assert ts.plain_ini(text) == [[("find-links", "/opt/wheels"), ("extra-index-url", "file:///opt/a file:///opt/b")],
                                   [("index_url", "/x")]]
     assert ts.plain_ini("[global]\nfind-links =\n    /opt/wheels\n") is None  # a continuation: configparser's
