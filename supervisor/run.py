@@ -743,6 +743,9 @@ class Run:
         frozen or moved from inside: the wait is never unbounded once CMD is gone), or with
         ``frozen`` set, when the run's cgroup was frozen."""
         assert self.pid is not None and self.bwrap_pidfd is not None
+        from . import resume_gc
+
+        resume_gc()  # the sandbox is started, the prover forked: the GC is on for the run's life
         poller = select.poll()
         for fd in (self.bwrap_pidfd, wakeup_r, self.status_r, self.reached_r, self.report_r):
             poller.register(fd, select.POLLIN)
