@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import EARLY_SIGNALS, release_early_signals
+from . import EARLY_SIGNALS, defer_gc, release_early_signals, resume_gc
 from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NoDockerError
 
 # subcommand -> (module, one-line help)
@@ -84,6 +84,17 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     module_name = COMMANDS[name][0]
+    if name == "run" and argv is None:
+        # As the command only (a caller of main() in-process keeps its GC as it is): off until
+        # the sandbox is started (supervisor/__init__.py), 1-2 ms of every run.
+        defer_gc()
+    try:
+        return _main(name, module_name, args)
+    finally:
+        resume_gc(freeze=False)  # a run that never started its sandbox (or main called in-process)
+
+
+def _main(name: str, module_name: str, args: list[str]) -> int:
     try:
         __import__(module_name)  # not importlib.import_module: importlib costs on every run
         module = sys.modules[module_name]

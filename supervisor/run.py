@@ -743,6 +743,9 @@ class Run:
         frozen or moved from inside: the wait is never unbounded once CMD is gone), or with
         ``frozen`` set, when the run's cgroup was frozen."""
         assert self.pid is not None and self.bwrap_pidfd is not None
+        from . import resume_gc
+
+        resume_gc()  # the sandbox is started, the prover forked: the GC is on for the run's life
         poller = select.poll()
         for fd in (self.bwrap_pidfd, wakeup_r, self.status_r, self.reached_r, self.report_r):
             poller.register(fd, select.POLLIN)
@@ -1098,15 +1101,13 @@ class ReportFile:
             raise
 
     def write(self, doc: dict) -> None:
-        import json
-
         tmp = f".{self.name}.{os.urandom(6).hex()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
                      dir_fd=self.dir_fd)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(doc, f, indent=2, sort_keys=True)
-                f.write("\n")
+                # json.dump(doc, f, indent=2, sort_keys=True) by hand: no `import json` per run
+                f.write(markers.to_json_indented(doc) + "\n")
             os.replace(tmp, self.name, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
         except BaseException:
             try:

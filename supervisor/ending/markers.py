@@ -376,6 +376,116 @@ def to_json_text(value: object) -> str:
     raise TypeError(f"cannot write {type(value).__name__} to run.json")
 
 
+def to_json_indented(value: object, level: int = 0) -> str:
+    """``json.dumps(value, indent=2, sort_keys=True)`` by hand, as ``to_json_text`` (``--report``
+    writes it after every run: the cosmic-ray distributor asks for one per mutant)."""
+    if isinstance(value, dict) and value:
+        inner = "\n" + "  " * (level + 1)
+        return "{" + ",".join(f"{inner}{to_json_text(str(k))}: {to_json_indented(v, level + 1)}"
+                              for k, v in sorted(value.items())) + "\n" + "  " * level + "}"
+    if isinstance(value, (list, tuple)) and value:
+        inner = "\n" + "  " * (level + 1)
+        return ("[" + ",".join(inner + to_json_indented(v, level + 1) for v in value)
+                + "\n" + "  " * level + "]")
+    return to_json_text(value)
+
+
+class _NotPlain(Exception):
+    """What ``from_json_text`` leaves to ``json.loads``."""
+
+
+_JSON_SPACE = " \t\n\r"
+_JSON_DEPTH = 32  # run.json nests 2 deep; deeper is json.loads's to read (or to refuse)
+
+
+def from_json_text(data: bytes) -> object:
+    """``json.loads(DATA)``, by hand for what ``to_json_text`` writes (ASCII; strings without an
+    escape; integers, floats, true, false, null; objects, arrays): the stale check reads every
+    other run's run.json before each run, and ``import json`` (re with it) costs more than the
+    rest of that check. Anything else (an escape, a control character, a byte outside ASCII,
+    deep nesting, any syntax error) is read by ``json.loads``, which returns or raises what it
+    always did: this never accepts what json.loads refuses, nor reads a value differently
+    (tests/unit/test_markers.py compares both)."""
+    try:
+        text = data.decode("ascii")
+        value, end = _json_value(text, _json_skip(text, 0), 0)
+        if _json_skip(text, end) != len(text):
+            raise _NotPlain
+        return value
+    except (_NotPlain, UnicodeDecodeError, IndexError):
+        import json
+
+        return json.loads(data)
+
+
+def _json_skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in _JSON_SPACE:
+        i += 1
+    return i
+
+
+def _json_value(text: str, i: int, depth: int) -> tuple[object, int]:
+    c = text[i]
+    if c == '"':
+        end = text.find('"', i + 1)
+        word = text[i + 1:end]
+        if end < 0 or "\\" in word or not word.isprintable():
+            raise _NotPlain  # an escape or a control character: json.loads's rules
+        return word, end + 1
+    if c in "{[":
+        if depth >= _JSON_DEPTH:
+            raise _NotPlain
+        close = "}" if c == "{" else "]"
+        out: dict[str, object] | list[object] = {} if c == "{" else []
+        i = _json_skip(text, i + 1)
+        if text[i] == close:
+            return out, i + 1
+        while True:
+            if isinstance(out, dict):
+                if text[i] != '"':
+                    raise _NotPlain
+                key, i = _json_value(text, i, depth)
+                i = _json_skip(text, i)
+                if text[i] != ":":
+                    raise _NotPlain
+                item, i = _json_value(text, _json_skip(text, i + 1), depth + 1)
+                out[key] = item  # type: ignore[index]  # a repeated key: the last wins, as in json.loads
+            else:
+                item, i = _json_value(text, i, depth + 1)
+                out.append(item)
+            i = _json_skip(text, i)
+            if text[i] == close:
+                return out, i + 1
+            if text[i] != ",":
+                raise _NotPlain
+            i = _json_skip(text, i + 1)
+    for word, meaning in (("true", True), ("false", False), ("null", None)):
+        if text.startswith(word, i):
+            return meaning, i + len(word)
+    # A number as json's scanner matches it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?
+    start = i
+    if c == "-":
+        i += 1
+    digits = _json_digits(text, i)
+    if digits == i or (text[i] == "0" and digits > i + 1):
+        raise _NotPlain
+    i, is_float = digits, False
+    if i < len(text) and text[i] == "." and _json_digits(text, i + 1) > i + 1:
+        i, is_float = _json_digits(text, i + 1), True
+    if i < len(text) and text[i] in "eE":
+        sign = i + 2 if i + 1 < len(text) and text[i + 1] in "+-" else i + 1
+        if _json_digits(text, sign) > sign:
+            i, is_float = _json_digits(text, sign), True
+    number = text[start:i]
+    return (float(number) if is_float else int(number)), i
+
+
+def _json_digits(text: str, i: int) -> int:
+    while i < len(text) and "0" <= text[i] <= "9":
+        i += 1
+    return i
+
+
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
                   "\b": "\\b", "\f": "\\f"}
 
@@ -477,8 +587,6 @@ def read_record(directory: str | os.PathLike[str]) -> RunRecord:
     which ``end`` and the stale check refuse (125) without touching anything. run.json is
     opened without following a link, and must be a regular file of bounded size.
     """
-    import json  # only `end`, `runs` and the stale check read records
-
     path = os.path.join(directory, RECORD)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -492,7 +600,7 @@ def read_record(directory: str | os.PathLike[str]) -> RunRecord:
         data = os.read(fd, MAX_RECORD_BYTES + 1)
         if len(data) > MAX_RECORD_BYTES:
             raise CorruptMarker(f"{path}: larger than {MAX_RECORD_BYTES} bytes")
-        record = RunRecord.from_json(json.loads(data))
+        record = RunRecord.from_json(from_json_text(data))  # type: ignore[arg-type]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise CorruptMarker(f"{path}: {err}") from err
     finally:

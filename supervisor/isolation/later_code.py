@@ -782,13 +782,21 @@ def _descend(survey: Survey, dir_fd: int, rel: str, name: str, depth: int, mode:
 def survey(root: str, limit: int = WALK_LIMIT, own_venvs: tuple[str, ...] = ()) -> Survey:
     """Walk ROOT (resolved), following no link, and fingerprint what runs later from it."""
     found = Survey(root, limit, own_venvs)
-    # Start-up files at the root (DESIGN §7): an .envrc or .vscode/tasks.json the run creates.
-    for name in STARTUP_FILES:
-        found.sources[name] = _entry_kind(os.path.join(root, name))
     try:
         root_fd = open_nofollow(root, _WALK_DIR)
     except OSError as err:
-        found.sources["(walk)"] = f"cannot open: {err.strerror}"
+        root_fd = None
+        walk_error = f"cannot open: {err.strerror}"
+    # Start-up files at the root (DESIGN §7): an .envrc or .vscode/tasks.json the run creates.
+    # A plain name is looked up in the root already open (not from / again, twice per run for
+    # each name); one with a directory in it through _entry_kind, whose walk follows no link.
+    for name in STARTUP_FILES:
+        if root_fd is not None and "/" not in name:
+            found.sources[name] = _kind_at(root_fd, name)
+        else:
+            found.sources[name] = _entry_kind(os.path.join(root, name))
+    if root_fd is None:
+        found.sources["(walk)"] = walk_error
         return found
     try:
         _walk(found, root_fd, "", 0, "")

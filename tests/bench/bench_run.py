@@ -24,7 +24,8 @@ stdin and stdout are /dev/null. Commands:
 * ``firejail``             ``firejail --quiet --noprofile --net=none true``.
 
 stdout: one JSON document (medians, min/max, ratios to firejail and to bare bwrap, and the
-``targets`` of issue 14: wall <= 30 ms, wall < firejail, CPU <= 1.5 x firejail, each ``met``).
+``targets`` of issue 14: wall <= 30 ms, wall < firejail, CPU <= 1.5 x firejail; of issue 26: CPU
+<= 4 x firejail, wall <= 6 x bare bwrap; each ``met``).
 stderr: the same as a short Markdown table (``--markdown FILE`` writes it there too). Exit 1
 when a command failed (its error is in the document), else 0: a slow machine fails nothing.
 
@@ -60,9 +61,12 @@ LABELS = {
     "unshare": "`unshare -n -p -f true`",
     "firejail": "`firejail --quiet --noprofile --net=none true`",
 }
-TARGET_ORDER = ("wall_at_most_30_ms", "wall_below_firejail", "cpu_at_most_1_5x_firejail")
+TARGET_ORDER = ("wall_at_most_30_ms", "wall_below_firejail", "cpu_at_most_1_5x_firejail",
+                "cpu_at_most_4x_firejail", "wall_at_most_6x_bwrap")
 WALL_MAX_MS = 30.0
 CPU_MAX_FIREJAIL = 1.5
+CPU_MAX_FIREJAIL_26 = 4.0  # issue 26 item 3: CPU per run <= 4x firejail's
+WALL_MAX_BWRAP_26 = 6.0  # issue 26 item 3: wall <= 6x bare bwrap's (the same sandbox shape)
 PR_SET_CHILD_SUBREAPER = 36
 SAMPLED = ("wall", "cpu", "user", "sys", "orphan_cpu")
 
@@ -106,6 +110,7 @@ def targets(wall: dict[str, float], cpu: dict[str, float], unmeasured: dict[str,
 
     ours_w, ours_c = wall.get("no_docker"), cpu.get("no_docker")
     fire_w, fire_c = wall.get("firejail"), cpu.get("firejail")
+    bwrap_w = wall.get("bwrap_same_flags")
     rows = {
         "wall_at_most_30_ms": {
             "goal": f"no-docker run -- true, wall median <= {WALL_MAX_MS:g} ms", "unit": "ms",
@@ -122,6 +127,16 @@ def targets(wall: dict[str, float], cpu: dict[str, float], unmeasured: dict[str,
             "value": None if ours_c is None or not fire_c else round(ours_c / fire_c, 2),
             "met": None if ours_c is None or not fire_c else ours_c <= CPU_MAX_FIREJAIL * fire_c,
             "why": why("no_docker", "firejail")},
+        "cpu_at_most_4x_firejail": {
+            "goal": f"CPU median <= {CPU_MAX_FIREJAIL_26:g} x firejail's (issue 26)", "unit": "x firejail",
+            "value": None if ours_c is None or not fire_c else round(ours_c / fire_c, 2),
+            "met": None if ours_c is None or not fire_c else ours_c <= CPU_MAX_FIREJAIL_26 * fire_c,
+            "why": why("no_docker", "firejail")},
+        "wall_at_most_6x_bwrap": {
+            "goal": f"wall median <= {WALL_MAX_BWRAP_26:g} x bare bwrap's (issue 26)", "unit": "x bwrap",
+            "value": None if ours_w is None or not bwrap_w else round(ours_w / bwrap_w, 2),
+            "met": None if ours_w is None or not bwrap_w else ours_w <= WALL_MAX_BWRAP_26 * bwrap_w,
+            "why": why("no_docker", "bwrap_same_flags")},
     }
     for row in rows.values():
         if row["met"] is not None:

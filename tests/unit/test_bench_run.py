@@ -59,17 +59,20 @@ def test_ratios_skip_a_reference_absent_or_zero():
 
 
 @pytest.mark.parametrize(("wall", "fire_wall", "cpu", "fire_cpu", "met"), [
-    (30.0, 30.01, 7.5, 5.0, (True, True, True)),     # every boundary on the right side
-    (30.01, 40.0, 7.51, 5.0, (False, True, False)),  # just over 30 ms, just over 1.5x
-    (20.0, 20.0, 1.0, 5.0, (True, False, True)),     # as fast as firejail is not faster
+    (30.0, 30.01, 7.5, 5.0, (True, True, True, True, True)),       # every boundary on the right side
+    (30.01, 40.0, 7.51, 5.0, (False, True, False, True, False)),   # just over 30 ms (6x bwrap), 1.5x
+    (20.0, 20.0, 1.0, 5.0, (True, False, True, True, True)),       # as fast as firejail is not faster
+    (24.0, 30.0, 20.01, 5.0, (True, True, False, False, True)),    # just over 4x firejail's CPU
 ])
 def test_targets_at_their_boundaries(wall, fire_wall, cpu, fire_cpu, met):
-    rows = bench_run.targets({"no_docker": wall, "firejail": fire_wall},
+    rows = bench_run.targets({"no_docker": wall, "firejail": fire_wall, "bwrap_same_flags": 5.0},
                              {"no_docker": cpu, "firejail": fire_cpu}, {})
     assert tuple(rows[k]["met"] for k in bench_run.TARGET_ORDER) == met
     assert rows["wall_at_most_30_ms"]["value"] == wall
     assert rows["wall_below_firejail"]["value"] == round(wall / fire_wall, 2)
     assert rows["cpu_at_most_1_5x_firejail"]["value"] == round(cpu / fire_cpu, 2)
+    assert rows["cpu_at_most_4x_firejail"]["value"] == round(cpu / fire_cpu, 2)
+    assert rows["wall_at_most_6x_bwrap"]["value"] == round(wall / 5.0, 2)
     assert all("why" not in row for row in rows.values())
 
 
@@ -77,7 +80,7 @@ def test_targets_without_firejail_say_why_not_met():
     rows = bench_run.targets({"no_docker": 20.0}, {"no_docker": 10.0},
                              {"firejail": "firejail not installed (apt-get install firejail)"})
     assert rows["wall_at_most_30_ms"]["met"] is True
-    for key in ("wall_below_firejail", "cpu_at_most_1_5x_firejail"):
+    for key in ("wall_below_firejail", "cpu_at_most_1_5x_firejail", "cpu_at_most_4x_firejail"):
         assert rows[key]["met"] is None and rows[key]["value"] is None
         assert "firejail not installed" in rows[key]["why"]
 
@@ -103,7 +106,7 @@ def test_markdown_table_has_a_row_per_command_and_the_targets_in_order():
     assert row in text
     assert "| `unshare -n -p -f true` | not measured: unshare not installed |" in text
     goals = [line for line in text.splitlines() if line.startswith("| ") and ("<=" in line or "<" in line)]
-    assert [g.split(" | ")[2] for g in goals] == ["**no** |", "**no** |", "**no** |"]
+    assert [g.split(" | ")[2] for g in goals] == ["**no** |"] * 5
     assert goals[0].startswith("| no-docker run -- true, wall median <= 30 ms | 50.0 ms")
     assert goals[2].startswith("| CPU median")
 

@@ -158,3 +158,45 @@ def test_a_closed_stdout_is_not_a_traceback():
     err = out.decode()
     proc.stderr.close()
     assert proc.wait(timeout=60) == 141 and "Traceback" not in err, err
+
+
+def test_run_as_the_command_defers_the_gc_and_always_turns_it_on_again(monkeypatch):
+    import gc
+
+    from no_docker.supervisor import run
+
+    seen = []
+
+    def fake_main(args):
+        seen.append(gc.isenabled())
+        return 2
+
+    assert gc.isenabled()
+    monkeypatch.setattr(run, "main", fake_main)
+    monkeypatch.setattr(sys, "argv", ["no-docker", "run", "--", "true"])
+    assert cli.main() == 2
+    assert seen == [False]  # the start-up ran without the cyclic GC
+    assert gc.isenabled()  # and a run that never reached its sandbox turned it on again
+    assert cli.main(["run", "--", "true"]) == 2  # in-process, argv given: the caller's GC untouched
+    assert seen == [False, True] and gc.isenabled()
+
+
+def test_resume_gc_freezes_what_the_start_up_made():
+    import gc
+
+    from no_docker.supervisor import defer_gc, resume_gc
+
+    before = gc.get_freeze_count()
+    defer_gc()
+    try:
+        assert not gc.isenabled()
+    finally:
+        resume_gc()
+    try:
+        assert gc.isenabled() and gc.get_freeze_count() > before
+        frozen = gc.get_freeze_count()
+        resume_gc()  # a second call changes nothing: no second freeze
+        assert gc.get_freeze_count() == frozen
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()

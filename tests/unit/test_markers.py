@@ -541,3 +541,61 @@ def test_a_marker_write_that_fails_before_the_ending_stops_the_run(tmp_path, mon
         _fail(monkeypatch, "open", 28)
         life.spawning()  # nothing may be spawned unrecorded
     monkeypatch.undo()
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_hand_written_indented_json_is_what_json_dumps_writes(value):
+    # --report's document, as json.dump(indent=2, sort_keys=True) wrote it
+    assert markers.to_json_indented(value) == json.dumps(value, indent=2, sort_keys=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_hand_read_json_is_what_json_loads_reads(value):
+    for text in (markers.to_json_text(value), json.dumps(value), json.dumps(value, indent=2)):
+        assert markers.from_json_text(text.encode()) == json.loads(text) == value
+
+
+# Bytes that decide how a JSON reader reads: structure, numbers in every form (json's own
+# -Infinity, NaN), escapes, control characters, NUL (json.loads of bytes guesses UTF-16/32 from
+# NULs), non-ASCII, a BOM.
+_JSON_PIECES = st.sampled_from([b"{", b"}", b"[", b"]", b",", b":", b" ", b"\n", b'"', b'"a"', b'"k": ',
+                                b"1", b"0", b"-", b".", b"5", b"e", b"E+", b"-2", b"01", b"1.5e3", b"true",
+                                b"false", b"null", b"nul", b"NaN", b"-Infinity", b"\\", b"\\u00e9",
+                                b"\x00", b"\x01", b"\x7f", b"\xc3\xa9", b"\xef\xbb\xbf", b"\t"])
+
+
+def _loads_or_error(data: bytes) -> object:
+    try:
+        return ("value", json.loads(data))
+    except ValueError:
+        return ("error", None)
+
+
+def _from_text_or_error(data: bytes) -> object:
+    try:
+        return ("value", markers.from_json_text(data))
+    except ValueError:
+        return ("error", None)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_JSON_PIECES, max_size=12).map(b"".join))
+def test_hand_read_json_accepts_and_refuses_what_json_loads_does(data):
+    # read_record's reader: never a record json.loads would refuse, never another value
+    want = _loads_or_error(data)
+    got = _from_text_or_error(data)
+    if want[0] == "value" and want[1] != want[1]:  # NaN: equal to nothing, itself included
+        assert got[0] == "value" and got[1] != got[1]
+    else:
+        assert got == want
+
+
+def test_a_record_is_read_and_a_report_written_without_json(monkeypatch):
+    # None in sys.modules makes `import json` raise ImportError: neither may need it.
+    rec = markers.RunRecord("r1", Identity(1, 2), "boot", ["a", "b c"], created=12.5, ns_id=9)
+    data = markers.to_json_text(rec.to_json()).encode()
+    monkeypatch.setitem(sys.modules, "json", None)
+    assert markers.RunRecord.from_json(markers.from_json_text(data)).to_json() == rec.to_json()
+    assert markers.to_json_indented({"a": [1, {"b": None}], "c": 1.5}).startswith('{\n  "a": [\n    1,')

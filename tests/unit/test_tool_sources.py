@@ -122,3 +122,47 @@ def test_the_stanza_tag_is_the_stanzas_own():
 
     assert STANZA_TAG.encode().startswith(ts.STANZA_TAG)
     assert ts.has_stanza(b"#!/bin/bash\n" + STANZA.encode() + b"\n")
+
+
+def _configparser_items(text: str) -> list[list[tuple[str, str]]] | None:
+    import configparser
+
+    parser = configparser.RawConfigParser(strict=False, interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return None
+    return [parser.items(section) for section in parser.sections()]
+
+
+# Lines built from the pieces that decide how configparser reads a line: headers (DEFAULT
+# too), both delimiters, comments, indentation, blank lines, control characters, non-ASCII.
+_INI_LINE = st.one_of(
+    st.sampled_from(["[global]", "[install]", "[DEFAULT]", "[ global ]", "[a]b]", "[]", "[x", "", "  ",
+                     "# c", "; c", "  # c", "\r", "find-links = /a", "Find_Links=/b", "cache-dir: /c",
+                     "index-url = file:///d", "  continued", "\tcontinued", "key", "= v", "k=v:w", "k:v=w",
+                     "k = ", "x\ry = 1", "\x0bk = v", "k = v\x1c", "k = é"]),
+    st.text(alphabet=" \t[]=:#;_-/abkKé\r\x0c", max_size=12),
+)
+
+
+@given(st.one_of(st.lists(_INI_LINE, max_size=8),
+                 st.lists(_INI_LINE, max_size=8).map(lambda ls: ["[global]", *ls])))
+def test_plain_ini_reads_what_configparser_reads(lines):
+    # plain_ini stands in for configparser on the run path: where it answers, configparser
+    # must give the same sections and items; where configparser refuses the file, plain_ini
+    # must not answer (the caller then asks configparser, which refuses it).
+    text = "\n".join(lines)
+    plain = ts.plain_ini(text)
+    if plain is not None:
+        assert plain == _configparser_items(text)
+
+
+def test_plain_ini_answers_for_the_usual_pip_conf():
+    text = ("[global]\n# pip's cache\nfind-links = /opt/wheels\nextra-index-url = file:///opt/a file:///opt/b\n"
+            "\n[install]\nIndex_URL: /x\n")
+    assert ts.plain_ini(text) == [[("find-links", "/opt/wheels"), ("extra-index-url", "file:///opt/a file:///opt/b")],
+                                  [("index_url", "/x")]]
+    assert ts.plain_ini("[global]\nfind-links =\n    /opt/wheels\n") is None  # a continuation: configparser's
+    assert ts.path_settings("[global]\nfind-links =\n    /opt/a\n    /opt/b\n") == [("find-links", "/opt/a"),
+                                                                                  ("find-links", "/opt/b")]
