@@ -8,8 +8,8 @@ conftest.py (they import the code under test), the plugin decides whether this p
 runs inside a run:
 
 - ``no-docker check`` exits 0: it does, proven from inside; the session goes on. (Without the
-  run plan that bubblewrap puts at PLAN_PATH inside every run the check cannot pass, so outside
-  a run it is not started: the answer is known.)
+  run plan that bubblewrap puts at PLAN_PATH inside every run the check cannot pass, so where
+  there is none, or an empty one, it is not started: the answer is known.)
 - otherwise: pytest re-executes itself, same interpreter, options and arguments, as
   ``no-docker run -- python ... pytest ARGS`` (``exec``: the outside process is replaced, so a
   signal to it, e.g. a cancelled CI step, reaches ``no-docker run``, which ends every process
@@ -36,6 +36,7 @@ from __future__ import annotations
 import copy
 import os
 import shlex
+import stat
 import sys
 from pathlib import Path
 
@@ -157,11 +158,17 @@ def plugin_dirs(prefixes: list[str]) -> list[str]:
 
 
 def certainly_outside(plan_path: str = PLAN_PATH) -> bool:
-    """True when ``no-docker check`` cannot pass here: no run plan (check.load_plan reads it,
-    and an empty plan fails P1, the first property). Only ever used to skip a check whose
-    answer would be "not inside", so a wrong True can only cost a nested run's refusal; a
-    plan file that exists proves nothing, and the check runs."""
-    return not os.path.lexists(plan_path)
+    """True when ``no-docker check`` cannot pass here: no run plan, or an empty one
+    (check.load_plan reads it as this user, following links as open() does, and an empty
+    plan fails P1, the first property). A bubblewrap sandbox that binds the host's / writable
+    leaves an empty file there, the mount point of its ``--ro-bind-data``. Only ever used to
+    skip a check whose answer would be "not inside", so a wrong True can only cost a re-exec
+    into a nested run (refused there, 125); a plan with content proves nothing: the check runs."""
+    try:
+        found = os.stat(plan_path)
+    except OSError:
+        return True  # check.load_plan: what cannot be opened is an empty plan
+    return stat.S_ISREG(found.st_mode) and found.st_size == 0
 
 
 def session_args(addopts: list[str], env_addopts: str, args: list[str]) -> list[str]:
@@ -231,7 +238,7 @@ def _isolate(config: pytest.Config, namespace: object) -> None:
         return
     if getattr(namespace, "help", False) or getattr(namespace, "version", False):
         return  # `pytest --help` shows the option; it runs no test
-    reexecuted, detail = bool(os.environ.get(REEXEC_VAR)), "no run plan"
+    reexecuted, detail = bool(os.environ.get(REEXEC_VAR)), "no run plan here"
     if reexecuted or not certainly_outside():
         inside, detail = _check()
         if inside:

@@ -317,9 +317,15 @@ def test_the_plan_path_is_the_one_check_reads(tmp_path: Path) -> None:
     from no_docker.supervisor.isolation.policy import PLAN_PATH as SUPERVISORS
 
     assert PLAN_PATH == SUPERVISORS
-    assert certainly_outside(str(tmp_path / "plan.json"))
-    (tmp_path / "plan.json").symlink_to(tmp_path / "nowhere")  # present, even dangling: check runs
-    assert not certainly_outside(str(tmp_path / "plan.json"))
+    plan = tmp_path / "plan.json"
+    assert certainly_outside(str(plan))
+    plan.symlink_to(tmp_path / "nowhere")  # check's open() fails: an empty plan
+    assert certainly_outside(str(plan))
+    (tmp_path / "nowhere").write_text("")  # a mount point a sandbox left on the host
+    assert certainly_outside(str(plan))
+    (tmp_path / "nowhere").write_text("ns.pid pid:[1]\n")  # a plan: proves nothing, the check runs
+    assert not certainly_outside(str(plan))
+    assert not certainly_outside(str(tmp_path))  # not a regular file: the check decides
 
 
 PLUG = "from recorder import record\nrecord('{name}')\n"
