@@ -328,59 +328,6 @@ def test_the_plan_path_is_the_one_check_reads(tmp_path: Path) -> None:
     assert not certainly_outside(str(tmp_path))  # not a regular file: the check decides
 
 
-PLUG = "from recorder import record\nrecord('{name}')\n"
-
-
-@needs_bwrap
-@pytest.mark.parametrize("how", ["flag", "ini", "ini-addopts", "env-addopts"])
-def test_a_plugin_pytest_loads_after_this_one_is_imported_inside_only(tmp_path: Path, how: str) -> None:
-    """PYTEST_PLUGINS is loaded after the entry points: before the registration point it was
-    imported outside, then again inside. Now the session re-executes first, however it is
-    turned on (the ini's addopts and PYTEST_ADDOPTS are read at the registration too)."""
-    ini = {"ini": "no_docker = true", "ini-addopts": "addopts = --no-docker"}.get(how, "")
-    root = make_project(tmp_path / "p", ini=ini)
-    (root / "projplug.py").write_text(PLUG.format(name="projplug"))
-    env = {"PYTEST_PLUGINS": "projplug", "PYTHONPATH": str(root)}
-    if how == "env-addopts":
-        env["PYTEST_ADDOPTS"] = "--no-docker"
-    proc = pytest_run(root, *(["--no-docker"] if how == "flag" else []), env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    seen = views(root)
-    assert [v["where"] for v in seen] == ["projplug", "conftest", "test"]  # once each, in order
-    assert all(v["pidns"] != outside_view()["pidns"] and v["ifaces"] == ["lo"] for v in seen)
-
-
-@needs_bwrap
-def test_an_environment_plugin_after_this_one_is_imported_once_inside(tmp_path: Path) -> None:
-    """A pytest11 plugin of the environment found after this one (its distribution later on
-    sys.path) is not imported outside first: pytest's start-up before the re-exec stops here."""
-    root = make_project(tmp_path / "p")
-    env_dir = root / "envsite"  # appended to sys.path: after site-packages, where this plugin is
-    (env_dir / "slowplug-1.0.dist-info").mkdir(parents=True)
-    (env_dir / "slowplug-1.0.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: slowplug\nVersion: 1.0\n"
-    )
-    (env_dir / "slowplug-1.0.dist-info" / "entry_points.txt").write_text("[pytest11]\nslow = slowplug\n")
-    (env_dir / "slowplug.py").write_text(
-        f"import sys\nsys.path.insert(0, {str(root)!r})\n" + PLUG.format(name="slowplug")
-    )
-    # A `pytest` script (its name is what makes it pytest's main program) that appends the dir.
-    script = root / "pytest"
-    script.write_text(
-        f"import sys\nsys.path.append({str(env_dir)!r})\nfrom pytest import console_main\n"
-        "sys.exit(console_main())\n"
-    )
-    base = {k: v for k, v in os.environ.items() if k not in (REEXEC_VAR, "PYTEST_ADDOPTS")}
-    proc = subprocess.run(
-        [sys.executable, str(script), *PLUGIN, "-q", "-p", "no:cacheprovider", "--no-docker"],
-        cwd=root, env=base, capture_output=True, text=True, timeout=180,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    seen = views(root)
-    assert [v["where"] for v in seen] == ["slowplug", "conftest", "test"]
-    assert all(v["pidns"] != outside_view()["pidns"] for v in seen)
-
-
 def test_help_with_the_flag_starts_no_run(tmp_path: Path) -> None:
     proc = pytest_run(make_project(tmp_path / "p"), "--no-docker", "--help")
     assert proc.returncode == 0, proc.stdout + proc.stderr
