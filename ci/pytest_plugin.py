@@ -1,10 +1,15 @@
 """pytest plugin: ``pytest --no-docker`` runs the whole session under ``no-docker run``.
 
-Enabled by ``--no-docker`` or the ini option ``no_docker = true``. Before pytest loads a
-single conftest.py (they import the code under test), the plugin asks ``no-docker check``
-whether this process already runs inside a run:
+Enabled by ``--no-docker`` or the ini option ``no_docker = true``. As soon as pytest has
+registered this plugin (its ``pytest11`` entry point is loaded after pytest has found the ini
+file and read the arguments, ``addopts`` and ``PYTEST_ADDOPTS`` included, so both are known),
+and before pytest loads the rest of the environment's plugins, ``PYTEST_PLUGINS`` or a single
+conftest.py (they import the code under test), the plugin decides whether this process already
+runs inside a run:
 
-- exit 0: it does, proven from inside; the session goes on.
+- ``no-docker check`` exits 0: it does, proven from inside; the session goes on. (Without the
+  run plan that bubblewrap puts at PLAN_PATH inside every run the check cannot pass, so where
+  there is none, or an empty one, it is not started: the answer is known.)
 - otherwise: pytest re-executes itself, same interpreter, options and arguments, as
   ``no-docker run -- python ... pytest ARGS`` (``exec``: the outside process is replaced, so a
   signal to it, e.g. a cancelled CI step, reaches ``no-docker run``, which ends every process
@@ -17,13 +22,21 @@ session stops with 125 instead of nesting another run. A pytest started in-proce
 program (``pytest.main()`` from mutmut, an IDE) cannot be replaced; outside a run it stops with
 125 and says to run that program under ``no-docker run`` instead.
 
+``pytest_load_initial_conftests`` decides again on pytest's final reading of the arguments (all
+plugins' options known), as it did before the registration point existed: for what the
+registration could not read (a plugin object handed to ``pytest.main(plugins=...)`` is
+registered before pytest has read its ini file).
+
 When the option is off the plugin adds its option and ini key and does nothing else: no
 process, no import beyond the standard library.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import shlex
+import stat
 import sys
 from pathlib import Path
 
@@ -33,6 +46,10 @@ REEXEC_VAR = "NO_DOCKER_PYTEST_REEXEC"
 EXIT_NOT_PROVEN = 125
 # pytest reads these; the run passes only an allowlist of variables, so they are named.
 PASSED_VARS = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTHONPATH")
+# supervisor/isolation/policy.py's PLAN_PATH (a unit test ties the two): `no-docker check` reads
+# the run plan there and fails every property without it. Not imported: the plugin imports
+# nothing of the supervisor.
+PLAN_PATH = "/run/no-docker-run/plan.json"
 
 # The proof is kept in this process's memory, never in the environment. A process forked from
 # a proven one (mutmut forks one per mutant) inherits it soundly: fork cannot leave the pid and
@@ -58,8 +75,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _enabled(config: pytest.Config) -> bool:
-    if getattr(config.known_args_namespace, "no_docker", False):
+def _enabled(config: pytest.Config, namespace: object | None = None) -> bool:
+    if getattr(config.known_args_namespace if namespace is None else namespace, "no_docker", False):
         return True
     try:
         return bool(config.getini("no_docker"))
@@ -140,6 +157,27 @@ def plugin_dirs(prefixes: list[str]) -> list[str]:
     return [] if inside_prefix else [here]
 
 
+def certainly_outside(plan_path: str = PLAN_PATH) -> bool:
+    """True when ``no-docker check`` cannot pass here: no run plan, or an empty one
+    (check.load_plan reads it as this user, following links as open() does, and an empty
+    plan fails P1, the first property). A bubblewrap sandbox that binds the host's / writable
+    leaves an empty file there, the mount point of its ``--ro-bind-data``. Only ever used to
+    skip a check whose answer would be "not inside", so a wrong True can only cost a re-exec
+    into a nested run (refused there, 125); a plan with content proves nothing: the check runs."""
+    try:
+        found = os.stat(plan_path)
+    except OSError:
+        return True  # check.load_plan: what cannot be opened is an empty plan
+    return stat.S_ISREG(found.st_mode) and found.st_size == 0
+
+
+def session_args(addopts: list[str], env_addopts: str, args: list[str]) -> list[str]:
+    """The arguments pytest's ``Config.parse`` ends up with: the ini's ``addopts``, then
+    ``PYTEST_ADDOPTS``, then the command line (``_pytest/config/__init__.py``: each is put in
+    front of what is there)."""
+    return [*addopts, *shlex.split(env_addopts), *args]
+
+
 def _check() -> tuple[bool, str]:
     import subprocess
 
@@ -158,39 +196,75 @@ def _check() -> tuple[bool, str]:
     return proof.returncode == 0, lines[-1] if lines else f"no-docker check exited {proof.returncode}"
 
 
+def _early_namespace(config: pytest.Config) -> object | None:
+    """pytest's reading of the arguments at this plugin's registration, with its options known;
+    None when pytest has not read its arguments and ini file yet (a plugin registered before
+    ``Config.parse``), or cannot read them here: the later hook decides then."""
+    try:
+        config.rootpath  # noqa: B018 - set by Config.parse once it has found the ini file
+        args = session_args(
+            list(config.getini("addopts")),
+            os.environ.get("PYTEST_ADDOPTS", ""),
+            list(config.invocation_params.args),
+        )
+        return config._parser.parse_known_args(args, namespace=copy.copy(config.option))
+    except (AttributeError, ValueError, pytest.UsageError):
+        return None
+
+
+def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager) -> None:
+    """This plugin's own registration: the earliest point it gets. pytest has found the ini file
+    and the rootdir and read the arguments; it has not yet loaded the pytest11 entry points that
+    come after this one, ``PYTEST_PLUGINS``, nor any conftest.py; its capture has not started."""
+    if plugin is not sys.modules[__name__]:
+        return  # a historic hook: called for every plugin, before and after this one
+    config = manager.get_plugin("pytestconfig")
+    namespace = None if config is None else _early_namespace(config)
+    if config is not None and namespace is not None:
+        _isolate(config, namespace)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """The earliest hook a plugin gets: before any conftest.py, before collection."""
+    """Before any conftest.py, before collection: pytest's final reading of the arguments, for
+    what the registration could not decide."""
+    _isolate(early_config, early_config.known_args_namespace)
+
+
+def _isolate(config: pytest.Config, namespace: object) -> None:
+    """Go on when the isolation is proven, else re-execute under ``no-docker run`` or refuse."""
     global _proven_by
-    if not _enabled(early_config) or _proven_by is not None:
+    if _proven_by is not None or not _enabled(config, namespace):
         return
-    namespace = early_config.known_args_namespace
     if getattr(namespace, "help", False) or getattr(namespace, "version", False):
         return  # `pytest --help` shows the option; it runs no test
-    inside, detail = _check()
-    if inside:
-        _proven_by = "no-docker check passed inside this run"
-        return
-    # A refusal below raises SystemExit through pytest's capture hook wrapper, which writes
-    # what was captured (the message) out on its way.
-    if os.environ.get(REEXEC_VAR):
+    reexecuted, detail = bool(os.environ.get(REEXEC_VAR)), "no run plan here"
+    if reexecuted or not certainly_outside():
+        inside, detail = _check()
+        if inside:
+            _proven_by = "no-docker check passed inside this run"
+            return
+    # A refusal below raises SystemExit; from the late hook it goes through pytest's capture hook
+    # wrapper, which writes what was captured (the message) out on its way.
+    if reexecuted:
         _stop(
             f"pytest --no-docker: re-executed under no-docker run, but the isolation is not proven: {detail}"
         )
-    if not _is_pytest_main_program(early_config):
+    if not _is_pytest_main_program(config):
         _stop(
             f"pytest --no-docker: pytest was started in-process by {(sys.argv or ['?'])[0]!r} outside "
             "no-docker run and cannot re-execute itself; run that program under `no-docker run -- ...`"
         )
     passed = [name for name in PASSED_VARS if name in os.environ]
     prefixes = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)]
-    work = work_dir(str(early_config.rootpath), os.getcwd(), os.environ.get("HOME", ""))
+    work = work_dir(str(config.rootpath), os.getcwd(), os.environ.get("HOME", ""))
     argv = reexec_argv(
         list(sys.orig_argv), list(sys.argv), sys.executable, passed, plugin_dirs(prefixes), work
     )
-    # pytest's capture plugin (a hook wrapper around this hook) has already put temporary files
-    # on fds 1 and 2; the new process must get the real ones back, or its output is lost.
-    capture = early_config.pluginmanager.getplugin("capturemanager")
+    # From the late hook, pytest's capture plugin (a hook wrapper around it) has already put
+    # temporary files on fds 1 and 2; the new process must get the real ones back, or its output
+    # is lost. At the registration capture has not started: this does nothing.
+    capture = config.pluginmanager.getplugin("capturemanager")
     if capture is not None:
         capture.stop_global_capturing()
     sys.stdout.flush()

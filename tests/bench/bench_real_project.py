@@ -20,7 +20,10 @@ stdout: one JSON document; stderr: progress and a Markdown table for docs/perfor
 Nothing here fails because the machine is slow. Targets (issue 26): per-mutant overhead <= 5%
 of the plain per-mutant time; whole-tool <= 2%.
 
-usage: python tests/bench/bench_real_project.py [--rounds N] [--mutants K] [--quick]
+``--suite-only`` runs the suite shapes alone; ``--tiny`` adds them on a one-test project (what a
+session costs before any test: pytest's start-up, the run, the plugin's re-exec).
+
+usage: python tests/bench/bench_real_project.py [--rounds N] [--mutants K] [--quick] [--suite-only] [--tiny]
 """
 
 from __future__ import annotations
@@ -106,9 +109,9 @@ def require(done: subprocess.CompletedProcess, what: str) -> None:
                          f"{(done.stdout + done.stderr)[-1500:]}")
 
 
-def bench_suite(src: Path, rounds: int) -> dict:
-    shapes = {"plain": PYTEST, "no-docker run": [*ND, "run", "--quiet", "--", *PYTEST],
-              "pytest --no-docker": [*PYTEST[:3], "pytest", "--no-docker", *PYTEST[4:]]}
+def bench_suite(src: Path, rounds: int, pytest: list[str] = PYTEST) -> dict:
+    shapes = {"plain": pytest, "no-docker run": [*ND, "run", "--quiet", "--", *pytest],
+              "pytest --no-docker": [*pytest[:3], "pytest", "--no-docker", *pytest[4:]]}
     samples: dict[str, dict[str, list[float]]] = {k: {"wall": [], "cpu": []} for k in shapes}
     for r in range(rounds + 1):  # round 0 warms the caches up and is not counted
         for name, argv in shapes.items():
@@ -124,6 +127,23 @@ def bench_suite(src: Path, rounds: int) -> dict:
         out[name]["added_wall_s"] = round(out[name]["wall_s"] - plain["wall_s"], 3)
         out[name]["added_cpu_s"] = round(out[name]["cpu_s"] - plain["cpu_s"], 3)
     return out
+
+
+def tiny_project(into: Path) -> Path:
+    into.mkdir()
+    (into / "pytest.ini").write_text("[pytest]\n")
+    (into / "test_tiny.py").write_text("def test_tiny():\n    pass\n")
+    return into
+
+
+def suite_markdown(label: str, s: dict) -> str:
+    rows = [f"| {label}: shape | plain | isolated | added | overhead |", "|---|---|---|---|---|"]
+    for name in ("no-docker run", "pytest --no-docker"):
+        rows.append(f"| suite, `{name}` (wall / CPU s) | {s['plain']['wall_s']} / {s['plain']['cpu_s']} | "
+                    f"{s[name]['wall_s']} / {s[name]['cpu_s']} | {s[name]['added_wall_s']} / "
+                    f"{s[name]['added_cpu_s']} | "
+                    f"{round(100 * s[name]['added_wall_s'] / s['plain']['wall_s'], 1)}% wall |")
+    return "\n".join(rows)
 
 
 def bounded_session(work: Path, keep: int) -> None:
@@ -250,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--mutants", type=int, default=4)
     parser.add_argument("--quick", action="store_true", help="1 round, 2 mutants")
+    parser.add_argument("--suite-only", action="store_true", help="the suite shapes alone")
+    parser.add_argument("--tiny", action="store_true", help="the suite shapes on a one-test project too")
     args = parser.parse_args(argv)
     rounds, mutants = (1, 2) if args.quick else (max(1, args.rounds), max(1, args.mutants))
     subreaper = set_subreaper()
@@ -266,7 +288,17 @@ def main(argv: list[str] | None = None) -> int:
         doc: dict = {"project": f"{PROJECT} {VERSION} (sdist)", "module_mutated": MODULE, "rounds": rounds,
                      "load_average_1m_before": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
                      "cpu_counts_orphans": subreaper}
+        if args.tiny:
+            tiny = tiny_project(scratch / "tiny")
+            doc["suite_tiny"] = bench_suite(tiny, rounds, [*PYTEST[:-1], "test_tiny.py"])
         doc["suite"] = bench_suite(src, rounds)
+        if args.suite_only:
+            doc["load_average_1m_after"] = round(os.getloadavg()[0], 2)
+            doc["markdown"] = "\n\n".join(suite_markdown(label, doc[key]) for key, label in (
+                ("suite_tiny", "one test"), ("suite", f"{PROJECT} {VERSION}")) if key in doc)
+            print(doc["markdown"], file=sys.stderr)
+            print(json.dumps(doc, indent=1))
+            return 0
         doc["cosmic-ray"] = bench_cosmic_ray(src, rounds, mutants, scratch)
         doc["mutmut"] = bench_mutmut(src, rounds, scratch)
         doc["load_average_1m_after"] = round(os.getloadavg()[0], 2)

@@ -299,3 +299,55 @@ def test_a_no_docker_package_left_in_the_project_never_runs_instead(tmp_path) ->
     result = subprocess.run(_no_docker("--version"), cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert not (tmp_path / "PLANTED").exists()
     assert result.returncode == 0 and result.stdout.startswith("no-docker "), result
+
+
+# -- the registration point: before the rest of pytest's start-up (issue 26 item 3) -------------
+
+
+def test_session_args_are_ini_addopts_then_the_variable_then_the_command_line() -> None:
+    from no_docker.ci.pytest_plugin import session_args
+
+    got = session_args(["-x", "--no-docker"], "-k 'a b'", ["t.py"])
+    assert got == ["-x", "--no-docker", "-k", "a b", "t.py"]
+    assert session_args([], "", []) == []
+
+
+def test_the_plan_path_is_the_one_check_reads(tmp_path: Path) -> None:
+    from no_docker.ci.pytest_plugin import PLAN_PATH, certainly_outside
+    from no_docker.supervisor.isolation.policy import PLAN_PATH as SUPERVISORS
+
+    assert PLAN_PATH == SUPERVISORS
+    plan = tmp_path / "plan.json"
+    assert certainly_outside(str(plan))
+    plan.symlink_to(tmp_path / "nowhere")  # check's open() fails: an empty plan
+    assert certainly_outside(str(plan))
+    (tmp_path / "nowhere").write_text("")  # a mount point a sandbox left on the host
+    assert certainly_outside(str(plan))
+    (tmp_path / "nowhere").write_text("ns.pid pid:[1]\n")  # a plan: proves nothing, the check runs
+    assert not certainly_outside(str(plan))
+    assert not certainly_outside(str(tmp_path))  # not a regular file: the check decides
+
+
+def test_help_with_the_flag_starts_no_run(tmp_path: Path) -> None:
+    proc = pytest_run(make_project(tmp_path / "p"), "--no-docker", "--help")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--no-docker" in proc.stdout and "no-docker: run" not in proc.stderr
+    assert views(tmp_path / "p") == [] or all(v["where"] == "conftest" for v in views(tmp_path / "p"))
+
+
+def test_a_plugin_registered_before_pytest_read_its_ini_is_decided_by_the_late_hook(tmp_path: Path) -> None:
+    """``pytest.main(plugins=[module])`` registers it before the ini file is read: the
+    registration leaves it to pytest_load_initial_conftests, which refuses as before."""
+    root = make_project(tmp_path / "p")
+    code = (
+        "import pytest, sys; from no_docker.ci import pytest_plugin as p; "
+        "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '--no-docker'], plugins=[p]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != REEXEC_VAR}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 125, proc.stdout + proc.stderr
+    assert "started in-process by '-c' outside no-docker run" in proc.stderr
+    assert views(root) == []
