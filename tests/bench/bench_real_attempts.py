@@ -117,7 +117,8 @@ def fetch(into: Path, sdist: str | None) -> Path | str:
     return into / SDIST.removesuffix(".tar.gz")
 
 
-def run(argv: list[str], cwd: Path, env: dict | None = None, timeout: float = 1800) -> subprocess.CompletedProcess:
+def run(argv: list[str], cwd: Path, env: dict | None = None,
+        timeout: float = 1800) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **(env or {})))
 
@@ -187,7 +188,8 @@ def cosmic_ray(src: Path, scratch: Path, keep: int, plugin: Path) -> dict:
     require(run([str(BIN / "cosmic-ray"), "init", "cr.toml", "s.sqlite"], per, env, 300), "cosmic-ray init")
     generated = bound_session(per / "s.sqlite", keep)
     shutil.copy(per / "s.sqlite", whole / "s.sqlite")  # the same jobs in both shapes
-    log(f"cosmic-ray: {generated} mutants generated, {len(outcomes(per))} kept; per mutant (no-docker distributor)")
+    log(f"cosmic-ray: {generated} mutants generated, {len(outcomes(per))} kept; per mutant "
+        "(no-docker distributor)")
     start = time.perf_counter()
     exe = run([str(BIN / "cosmic-ray"), "exec", "cr.toml", "s.sqlite"], per, env)
     per_wall = time.perf_counter() - start
@@ -199,8 +201,9 @@ def cosmic_ray(src: Path, scratch: Path, keep: int, plugin: Path) -> dict:
     log("cosmic-ray: the whole tool in one run (local distributor)")
     whole_report = scratch / "cr-whole-tool.json"
     start = time.perf_counter()
-    whole_exe = run([*ND, "run", "--report", str(whole_report), "--", str(BIN / "cosmic-ray"), "exec", "cr.toml",
-                     "s.sqlite"], whole, env)
+    # a run starts with a clean environment: PYTHONPATH (the payload operator) goes in with env(1)
+    whole_exe = run([*ND, "run", "--report", str(whole_report), "--", "env", f"PYTHONPATH={plugin}",
+                     str(BIN / "cosmic-ray"), "exec", "cr.toml", "s.sqlite"], whole, env)
     whole_wall = time.perf_counter() - start
     require(whole_exe, "no-docker run -- cosmic-ray exec")
     found = json.loads(summary_json.stdout)
@@ -212,7 +215,8 @@ def cosmic_ray(src: Path, scratch: Path, keep: int, plugin: Path) -> dict:
         "exec_stderr_tail": [line for line in exe.stderr.splitlines() if line.startswith("no-docker: ")],
         "cr_report": report.stdout.strip().splitlines(),
         "summary": summary.stdout.strip().splitlines(),
-        "tried": [r["mutant"] for r in tried],
+        # the summary's names are "MODULE OPERATOR #N"; the outcomes' keys "OPERATOR #N"
+        "tried": sorted(r["mutant"].removeprefix(f"{MODULE} ") for r in tried),
         "tried_are_payload": bool(tried) and all(payload_operator.OPERATOR in r["mutant"] for r in tried),
         "payload_mutants": sorted(k for k in per_outcomes if payload_operator.OPERATOR in k),
         "pending": found["pending"],
@@ -236,7 +240,8 @@ def mutmut(src: Path, scratch: Path) -> dict:
                 str(BIN / "mutmut"), "run", "--max-children", "2"], work, {"PYTEST_PLUGINS": "pytest_docker"})
     wall = time.perf_counter() - start
     require(done, "no-docker run -- mutmut run")
-    results = run([*ND, "run", "--quiet", "--", str(BIN / "mutmut"), "results", "--all", "true"], work, timeout=300)
+    results = run([*ND, "run", "--quiet", "--", str(BIN / "mutmut"), "results", "--all", "true"], work,
+                  timeout=300)
     statuses: dict[str, int] = {}
     for line in results.stdout.splitlines():
         _, _, status = line.strip().partition(": ")
@@ -251,7 +256,6 @@ def positive_control(src: Path, scratch: Path) -> dict:
     them (the mutant really is payload-bearing). Skipped with the reason when the guard cannot start."""
     try:
         from cosmic_ray.mutating import mutate_code
-
         from no_docker.supervisor.proving.outer_guard import OuterGuard
     except ImportError as err:
         return {"skipped": f"cannot import what it needs: {err}"}
@@ -305,12 +309,14 @@ def main(argv: list[str] | None = None) -> int:
          "canary_records" in doc["positive_control"] and not doc["positive_control"]["canary_records"]),
     ) if bad]
     doc["problems"] = problems
-    print("\n".join(["$ cosmic-ray exec cr.toml s.sqlite   # the no-docker distributor", *cr["exec_stderr_tail"],
+    print("\n".join(["$ cosmic-ray exec cr.toml s.sqlite   # the no-docker distributor",
+                     *cr["exec_stderr_tail"],
                      "$ cr-report s.sqlite", *cr["cr_report"],
                      "$ no-docker mutation-summary s.sqlite", *cr["summary"],
                      "$ no-docker run -- cosmic-ray exec cr.toml s.sqlite   # local distributor, one run",
                      *cr["whole_tool_status"],
-                     "$ no-docker run -- mutmut run --max-children 2", *doc["mutmut"]["status"]]), file=sys.stderr)
+                     "$ no-docker run -- mutmut run --max-children 2", *doc["mutmut"]["status"]]),
+          file=sys.stderr)
     print(json.dumps(doc, indent=1))
     return 1 if problems else 0
 

