@@ -63,11 +63,13 @@ def test_the_payload_asks_only_read_only_questions():
 def test_choose_keeps_every_payload_mutant_and_spreads_the_rest():
     specs = [("p1", payload_operator.OPERATOR, 0), ("p2", payload_operator.OPERATOR, 1)]
     specs += [(f"j{i}", f"core/Op{i % 3}", i) for i in range(30)]
-    kept = bench_real_attempts.choose(specs, 5)
+    kept = bench_real_attempts.choose(specs, 5, pinned=())
     assert kept[:2] == ["p1", "p2"] and len(kept) == 7 and len(set(kept)) == 7
     assert {op for j, op, _ in specs if j in kept[2:]} == {"core/Op0", "core/Op1", "core/Op2"}
-    assert bench_real_attempts.choose(list(reversed(specs)), 5)[2:] == kept[2:]  # order-independent
+    assert bench_real_attempts.choose(list(reversed(specs)), 5, pinned=())[2:] == kept[2:]  # any order
     assert bench_real_attempts.choose(specs, 0) == ["p1", "p2"]
+    pinned = bench_real_attempts.choose(specs, 5, pinned=(("core/Op1", 28), ("core/Op0", 0)))
+    assert pinned[:7] == kept and pinned[7:] == ["j28"]  # a pinned mutant once, after the spread ones
 
 
 def test_status_lines_are_only_no_dockers():
