@@ -208,9 +208,11 @@ def cosmic_ray(src: Path, scratch: Path, keep: int, plugin: Path) -> dict:
     log("cosmic-ray: the whole tool in one run (local distributor)")
     whole_report = scratch / "cr-whole-tool.json"
     start = time.perf_counter()
-    # a run starts with a clean environment: PYTHONPATH (the payload operator) goes in with env(1)
-    whole_exe = run([*ND, "run", "--report", str(whole_report), "--", "env", f"PYTHONPATH={plugin}",
-                     str(BIN / "cosmic-ray"), "exec", "cr.toml", "s.sqlite"], whole, env)
+    # a run starts with a clean environment and a /tmp of its own: the payload operator goes in
+    # with --ro, PYTHONPATH with env(1) (without them cosmic-ray scores its mutants incompetent)
+    whole_exe = run([*ND, "run", "--report", str(whole_report), "--ro", str(plugin), "--", "env",
+                     f"PYTHONPATH={plugin}", str(BIN / "cosmic-ray"), "exec", "cr.toml", "s.sqlite"],
+                    whole, env)
     whole_wall = time.perf_counter() - start
     require(whole_exe, "no-docker run -- cosmic-ray exec")
     found = json.loads(summary_json.stdout)
