@@ -183,7 +183,8 @@ def report_attempts(path: Path) -> list[dict]:
 
 
 def cosmic_ray(src: Path, scratch: Path, keep: int, plugin: Path) -> dict:
-    env = {"PYTHONPATH": str(plugin)}  # the payload operator, for cosmic-ray's own processes only
+    # the payload operator, for cosmic-ray's own processes only (added to any PYTHONPATH there is)
+    env = {"PYTHONPATH": os.pathsep.join([str(plugin), *filter(None, [os.environ.get("PYTHONPATH")])])}
     test = " ".join(PYTEST)
     per, whole = scratch / "cr-per-mutant", scratch / "cr-whole-tool"
     shutil.copytree(src, per)
