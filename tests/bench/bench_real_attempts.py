@@ -26,7 +26,7 @@ What it runs, as a user would:
 
 No mutant runs outside a ``no-docker run`` but the positive control (inside the guard). stdout:
 one JSON document; stderr: progress and the transcript pasted into docs/mutation-testing.md ("On a
-real project"). When the index cannot be reached: ``{"skipped": REASON}``, exit 0 (not a pass).
+real project"). When the index cannot be reached: ``{"skipped": REASON}``, exit 77 (not a pass).
 Exit 1 when a check fails (the summary does not name the payload mutants, an outcome differs).
 
 usage: python tests/bench/bench_real_attempts.py [--mutants K] [--sdist FILE] [--keep DIR]
@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import payload_operator  # noqa: E402 - the bench directory is not a package
 
 PROJECT, VERSION = "pytest-docker", "3.2.6"
+EXIT_SKIPPED = 77  # the sdist could not be had: nothing was shown (automake's "skipped"; not 0)
 SDIST = "pytest_docker-3.2.6.tar.gz"
 MODULE = "src/pytest_docker/plugin.py"
 PY = sys.executable
@@ -299,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(scratch_dir)
         src = fetch(scratch / "sdist", args.sdist)
         if isinstance(src, str):
+            log(f"SKIPPED, not a pass: {src}")
             print(json.dumps({"skipped": src}))
-            return 0
+            return EXIT_SKIPPED
         plugin = payload_operator.plugin_dir(scratch / "plugin")
         doc: dict = {"project": f"{PROJECT} {VERSION} (sdist)", "module_mutated": MODULE,
                      "load_average_1m_before": round(os.getloadavg()[0], 2)}

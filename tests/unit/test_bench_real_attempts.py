@@ -79,6 +79,18 @@ def test_status_lines_are_only_no_dockers():
 
 
 @needs_cosmic_ray
+@pytest.mark.skipif(not (BIN / "mutmut").exists(), reason="mutmut is not installed (the test extra has it)")
+def test_no_sdist_is_a_skip_with_its_reason_never_a_pass(tmp_path: Path):
+    missing = tmp_path / bench_real_attempts.SDIST
+    done = subprocess.run([sys.executable, str(BENCH / "bench_real_attempts.py"), "--sdist", str(missing)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == bench_real_attempts.EXIT_SKIPPED != 0, done.stderr
+    why = f"--sdist {missing}: not a file named {bench_real_attempts.SDIST}"
+    assert json.loads(done.stdout) == {"skipped": why}
+    assert "SKIPPED, not a pass" in done.stderr
+
+
+@needs_cosmic_ray
 def test_the_operator_mutates_each_named_function_once_and_nothing_else():
     from cosmic_ray.mutating import mutate_code
 
