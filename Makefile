@@ -12,7 +12,7 @@ SYSTEM_PACKAGES := bubblewrap iproute2 socat netcat-openbsd sudo curl git util-l
 DPKG_LOCKS ?= /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock
 APT_LOCK_TIMEOUT ?= 120
 
-.PHONY: setup setup-prove system venv venv-prove prove test lint bench
+.PHONY: setup setup-prove system venv venv-prove prove test lint bench bench-attempts
 
 setup: system venv
 setup-prove: system venv-prove
@@ -95,3 +95,8 @@ lint: venv
 
 bench: venv
 	$(PY) -m tests.bench
+
+# The per-mutant engine-attempt summary on a real project (pytest-docker's sdist, a cosmic-ray
+# operator plugin that makes payload-bearing mutants): docs/mutation-testing.md, "On a real project".
+bench-attempts: venv
+	$(PY) tests/bench/bench_real_attempts.py
