@@ -100,3 +100,18 @@ def test_an_environment_plugin_found_later_is_imported_inside_only(tmp_path: Pat
     proc = session(root, [sys.executable, str(script), "--no-docker"], {})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert where_each_ran(root) == ["slowplug", "conftest", "test"]  # once each, inside
+
+
+def test_help_imports_the_projects_conftest_files_inside_only(tmp_path: Path) -> None:
+    """``pytest --help`` imports the initial conftest.py files (``testpaths``' too) to show their
+    options: with the isolation asked for, it is re-executed as a session is (red-team pass 4,
+    B6: a conftest.py a run left in tests/ ran outside at the next ``pytest --help``)."""
+    root = make_project(tmp_path / "p", "no_docker = true\ntestpaths = tests")
+    (root / "tests").mkdir()
+    (root / "tests" / "conftest.py").write_text(
+        "import os, sys\nsys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))\n"
+        + PLUG.format(name="tests-conftest"))
+    proc = session(root, [sys.executable, "-m", "pytest", "--help"], {})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--no-docker" in proc.stdout
+    assert sorted(where_each_ran(root)) == ["conftest", "tests-conftest"]

@@ -328,11 +328,25 @@ def test_the_plan_path_is_the_one_check_reads(tmp_path: Path) -> None:
     assert not certainly_outside(str(tmp_path))  # not a regular file: the check decides
 
 
-def test_help_with_the_flag_starts_no_run(tmp_path: Path) -> None:
-    proc = pytest_run(make_project(tmp_path / "p"), "--no-docker", "--help")
+@needs_bwrap
+def test_help_with_the_flag_loads_conftest_inside_only(tmp_path: Path) -> None:
+    """pytest imports the initial conftest.py files before it prints its help (to show their
+    options), so ``--help`` re-executes too (red-team pass 4, B6)."""
+    root = make_project(tmp_path / "p")
+    proc = pytest_run(root, "--no-docker", "--help")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "--no-docker" in proc.stdout and "no-docker: run" not in proc.stderr
-    assert views(tmp_path / "p") == [] or all(v["where"] == "conftest" for v in views(tmp_path / "p"))
+    assert "--no-docker" in proc.stdout
+    seen = views(root)
+    assert seen, "the conftest was not imported at all: this case tests nothing"
+    assert all(v["pidns"] != outside_view()["pidns"] for v in seen), seen
+
+
+def test_version_with_the_flag_imports_no_conftest_and_starts_no_run(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p")
+    proc = pytest_run(root, "--no-docker", "--version")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "pytest" in proc.stdout + proc.stderr and "no-docker: run" not in proc.stderr
+    assert views(root) == []
 
 
 def test_a_plugin_registered_before_pytest_read_its_ini_is_decided_by_the_late_hook(tmp_path: Path) -> None:
