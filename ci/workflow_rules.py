@@ -57,7 +57,10 @@ PLAIN_SHELLS = frozenset({"bash", "sh"})
 # as data); `OWNER/NAME@REF` pinned by owner and name, any ref. Everything else is default-deny.
 # actions/checkout: runs git on the repository it fetches (no hook of the checkout runs: git
 #   clones without them); with persist-credentials (its default) the token stays in .git/config,
-#   readable by code under test: a note says so.
+#   readable by code under test: a note says so. Only the job's first checkout of the reviewed
+#   commit leaves the workspace as reviewed; any other writes its path (_foreign_checkout).
+# setup-*: only with inputs the guard knows (known_actions: pip-install runs code, setup-go's
+#   cache is on by default from v4).
 # actions/upload-artifact: zips files as data (what code under test wrote is uploaded as is);
 #   it may also come after isolated steps, it runs nothing from the workspace.
 # actions/download-artifact: writes files (only inside the workspace, checked), runs none.
