@@ -573,6 +573,8 @@ def check_job(
 
 # What to do, by what was refused (the first that matches the step's detail); else the default.
 _REMEDIES = (
+    (re.compile(r"earlier step of the job"),
+     "check out or download other content into a subdirectory that no run's work dir holds"),
     (re.compile(r"pyproject\.toml"),
      "let a failed run stop the later ones (no `|| true`, no `if: always()`) or use one no-docker run"),
     (re.compile(r"no-docker run (--rw|--ro|--work|--report)|its work dir|working-directory|cd |"
