@@ -35,6 +35,9 @@ the workflow checks of T-19, default-deny: every step runs under `no-docker run`
 no-docker action (recognised by its ref or by our own action.yml's bytes, never by its name),
 or is on the allowlist of steps that cannot run the repository's code (actions/checkout,
 setup-python/node/go/java, upload-artifact (also after isolated steps), download-artifact;
+each with inputs the guard knows: one that runs code, like setup-python's pip-install, or one
+it does not know refuses the step; a checkout other than the job's first of the reviewed
+commit writes the workspace;
 installs by NAME[==VERSION] from the index, never a path, archive, URL or pip/apt option that
 reads a file; the guard itself), or is declared with a reviewed comment
 `# no-docker: unisolated: REASON` right above it (reported on stderr, never silent). Once a

@@ -135,6 +135,7 @@ def _relative_problem(path: str, rel: str | None, has_link: Callable[[str], bool
             return f"it passes through {link!r}, a link in the repository (it may lead anywhere)"
     for root in written:
         if is_under(path, root) and path != root:
-            return (f"an earlier run could write {root} and leave a link there; pass the paths "
+            return ("an earlier run or step (a download, a cache, a checkout of other "
+                    f"content) could write {root} and leave a link there; pass the paths "
                     "before the first run, or give every run the same paths")
     return None

@@ -448,6 +448,11 @@ def judge_run_options(args: list[str | None], ctx: RunContext | None = None, *, 
         for earlier in ctx.runs:
             if any(is_under_path(config_file, root) for root in earlier.writable) and not (
                     earlier.work == work and (earlier.fatal or _and_follows(earlier.node, node))):
+                if not earlier.work:  # a step wrote it: a download, a cache, a foreign checkout
+                    return Kind.PLAIN, (f"no-docker run reads {work}/pyproject.toml [tool.no-docker] (its rw "
+                                        "and ro defaults), which an earlier step of the job (a download, a "
+                                        "cache, a checkout of other content) wrote: it is not "
+                                        "the reviewed one; put such content in a subdirectory")
                 return Kind.PLAIN, (f"no-docker run reads {work}/pyproject.toml [tool.no-docker] (its rw "
                                     "and ro defaults), which an earlier run could rewrite and still let "
                                     "this one start: let a failed run stop it (a plain top-level "

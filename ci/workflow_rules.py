@@ -41,6 +41,7 @@ from .findings import (
     RULE_UNISOLATED,
     Finding,
 )
+from .known_actions import Effects, effects
 from .runner_paths import DEFAULT_WORKSPACE, in_workspace, place, through_link, writable_problem
 from .script_rules import EarlierRun, Kind, RunContext, judge_run_options, judge_script, requirement_problem
 from .shell_commands import RepoView
@@ -56,7 +57,10 @@ PLAIN_SHELLS = frozenset({"bash", "sh"})
 # as data); `OWNER/NAME@REF` pinned by owner and name, any ref. Everything else is default-deny.
 # actions/checkout: runs git on the repository it fetches (no hook of the checkout runs: git
 #   clones without them); with persist-credentials (its default) the token stays in .git/config,
-#   readable by code under test: a note says so.
+#   readable by code under test: a note says so. Only the job's first checkout of the reviewed
+#   commit leaves the workspace as reviewed; any other writes its path (_foreign_checkout).
+# setup-*: only with inputs the guard knows (known_actions: pip-install runs code, setup-go's
+#   cache is on by default from v4).
 # actions/upload-artifact: zips files as data (what code under test wrote is uploaded as is);
 #   it may also come after isolated steps, it runs nothing from the workspace.
 # actions/download-artifact: writes files (only inside the workspace, checked), runs none.
@@ -396,6 +400,9 @@ def _classify_uses(step: yaml.Node, uses: str, line: int, label: str, repo: Work
         return Step(line, label, StepKind.ISOLATED, "uses the no-docker action")
     name, at, ref = uses.partition("@")
     if at and ref and "${{" not in ref and name in ALLOWED_ACTIONS:
+        problem = _action_effects(step, name, ref).problem
+        if problem:
+            return Step(line, label, StepKind.PLAIN, f"uses {name}: {problem}")
         if name == "actions/download-artifact":
             problem = _download_problem(step, ctx)
             if problem:
@@ -406,6 +413,30 @@ def _classify_uses(step: yaml.Node, uses: str, line: int, label: str, repo: Work
     return Step(line, label, StepKind.PLAIN, f"uses {uses}: not on the allowlist of actions that "
                 "cannot run the repository's code (actions/checkout, setup-python/node/go/java, "
                 "upload-artifact, download-artifact; cache with a finding)")
+
+
+def _action_effects(step: yaml.Node, name: str, ref: str) -> Effects:
+    """What an allowlisted action does with its ``with:`` inputs, written and defaulted
+    (``known_actions``: rt4 G1, ``pip-install``; G3, setup-go's cache on by default)."""
+    with_node = _get(step, "with")
+    if with_node is not None and not isinstance(with_node, yaml.MappingNode):
+        return effects(name, ref, None)
+    return effects(name, ref, {_scalar(k) or "": _scalar(v) for k, v in _mapping(with_node)})
+
+
+def _foreign_checkout(step: yaml.Node, uses: str, checked_out: bool) -> str | None:
+    """Why an ``actions/checkout`` step writes content the guard did not review into the
+    workspace, or None (rt4 G2): every checkout after the job's first (whatever its inputs: it
+    replaces files there, a local action among them), and a first one with ``repository:``,
+    ``ref:``, ``path:``, ``github-server-url:`` or submodules. The guard reviews one tree: the
+    repository's commit at the workspace root."""
+    name, _, ref = uses.partition("@")
+    if name != "actions/checkout":
+        return None
+    if checked_out:
+        return "a second checkout of the job"
+    foreign = _action_effects(step, name, ref).foreign
+    return f"a checkout of {', '.join(foreign)}" if foreign else None
 
 
 def _download_problem(step: yaml.Node, ctx: RunContext) -> str | None:
@@ -489,6 +520,7 @@ def check_job(
         return findings
     first_isolated: Step | None = None
     workspace_clean = True
+    checked_out = False
     ctx = RunContext(has_link=repo.has_link, config=repo.run_config)
     for index, node in enumerate(steps.value):
         what = f"step '{_label(node, index)}' of job '{job_id}'"
@@ -525,19 +557,24 @@ def check_job(
                                         "comment above it")))
         if step.kind in (StepKind.ISOLATED, StepKind.MIXED) and first_isolated is None:
             first_isolated = step
-        if uses_name in ("actions/download-artifact", *CACHE_ACTIONS):
+        foreign = _foreign_checkout(node, _scalar(_get(node, "uses")) or "", checked_out)
+        checked_out = checked_out or uses_name == "actions/checkout"
+        if uses_name in ("actions/download-artifact", *CACHE_ACTIONS) or foreign:
             # files it wrote may be links now, or a pyproject.toml: nothing below them is trusted
+            # (a foreign checkout's too: its links and [tool.no-docker] are not the reviewed ones)
             restored = _restored_paths(node)
             ctx.written.extend(restored)
             ctx.runs.append(EarlierRun("", tuple(restored), False, None, False))
         if step.kind is not StepKind.ALLOWED or uses_name in ("actions/download-artifact", *CACHE_ACTIONS) \
-                or len(ctx.written) != wrote_before:  # it wrote a file: a local action may differ now
+                or foreign or len(ctx.written) != wrote_before:  # it wrote: a local action may differ now
             workspace_clean = False
     return findings
 
 
 # What to do, by what was refused (the first that matches the step's detail); else the default.
 _REMEDIES = (
+    (re.compile(r"earlier step of the job"),
+     "check out or download other content into a subdirectory that no run's work dir holds"),
     (re.compile(r"pyproject\.toml"),
      "let a failed run stop the later ones (no `|| true`, no `if: always()`) or use one no-docker run"),
     (re.compile(r"no-docker run (--rw|--ro|--work|--report)|its work dir|working-directory|cd |"
@@ -569,12 +606,12 @@ def _cache_findings(step: yaml.Node, uses_name: str, file: str, what: str) -> li
     """A restored cache holds what an earlier workflow run saved after its code under test ran
     (actions/cache saves in a post step, at the job's end): a poisoned ~/.cache/pip installs a
     fake no-docker, a restored venv or tool dir runs outside. One finding a cache, saying so."""
-    with_node = _get(step, "with")
+    name, _, ref = (_scalar(_get(step, "uses")) or "").partition("@")
+    caches = _action_effects(step, name, ref).caches if uses_name in SETUP_CACHE_ACTIONS else ()
     if uses_name in CACHE_ACTIONS:
         source = uses_name
-    elif uses_name in SETUP_CACHE_ACTIONS and _get(with_node, "cache") is not None and \
-            (_scalar(_get(with_node, "cache")) or "").strip().lower() not in ("", "false"):
-        source = f"{uses_name} with cache:"
+    elif caches:  # written, or on by the action's default for its version (rt4 G3: setup-go@v5)
+        source = f"{uses_name} with {', '.join(caches)}"
     else:
         return []
     return [Finding(file, step.start_mark.line + 1, RULE_CACHE,

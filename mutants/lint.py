@@ -1663,6 +1663,12 @@ class Linter:
 
     def curl_option(self, opt: str, val: Val, method: str, unix_socket: bool, urls: list[Val], node: Node
                     ) -> tuple[str, bool]:
+        if opt in R.CURL["from_file"] and (val.text.startswith("@") or not val.prefix):
+            # curl(1): `@FILE` (`@-`: stdin) reads the value from a file the payload can write:
+            # a --write-out format there may hold %output{>>FILE} (curl >= 8.3), a header file
+            # any header (rt4 L1). Only a value on the command line, constant from its start.
+            code = "write-outside-run-dir" if opt in ("-w", "--write-out") else "curl-option-not-allowed"
+            raise Rejected(code, f"curl {opt} {val.shown}: curl may read it from a file", node)
         if opt in ("-X", "--request"):
             if not val.exact or val.text.upper() not in R.CURL["methods"]:
                 raise Rejected("curl-method-not-read-only", f"curl {opt} {val.shown}", node)
@@ -1674,8 +1680,10 @@ class Linter:
                 self.files[normalize_rel(val.text)] = None
                 self.record_write(normalize_rel(val.text), None)
         elif opt in ("-w", "--write-out"):
-            if "%output{" in val.text or "%{output" in val.text:
-                raise Rejected("write-outside-run-dir", "curl -w %output{} writes a file", node)
+            # a variable could spell %output{ (`%out${x}put{`): only a constant format
+            if not val.exact or "%output{" in val.text or "%{output" in val.text:
+                raise Rejected("write-outside-run-dir", f"curl {opt} {val.shown}: a format that is not "
+                               "constant or holds %output{} writes a file", node)
         elif opt in ("-H", "--header"):
             header_name, colon, rest = val.text.partition(":")
             if (not colon or not all(isinstance(p, str) for p in const(header_name).parts)

@@ -382,6 +382,9 @@ CURL = {
     "headers": {"x-no-docker-route", "host", "user-agent", "accept", "connection"},
     "hosts": {"d", "localhost", "127.0.0.1", "[::1]"},
     "socket_hosts": {"d"},  # only meaningful with --unix-socket (never resolved by DNS)
+    # Values curl reads from a file when they start with `@` (curl(1): --write-out "@filename",
+    # --header "@filename" since 7.55.0, --url "@file" since 8.13.0); -d/-T are uploads, refused.
+    "from_file": {"-w", "--write-out", "-H", "--header", "--url"},
 }
 # Read-only engine API paths (after an optional /vN.N[.N] prefix).
 READ_ONLY_PATHS = frozenset({"/_ping", "/version", "/info", "/containers/json", "/images/json",
