@@ -74,8 +74,22 @@ STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".pr
                  # Hook managers run these at the next commit outside (the red-team review):
                  # pre-commit's `language: system` entries, lefthook commands, husky scripts;
                  # mise runs its hooks and env sources on entering the directory.
-                 ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml",
-                 ".husky", ".githooks", "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml")
+                 ".pre-commit-config.yaml", ".pre-commit-config.yml",
+                 ".husky", ".githooks", "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml",
+                 # lefthook.dev/configuration "Config file name": each format, dotted or not, in
+                 # .config/ (undotted), the -local config merged over it; source_dir and
+                 # source_dir_local hold its scripts (the red-team review, B8: lefthook-local.toml).
+                 *(f"{where}{name}.{ext}" for where in ("", ".", ".config/")
+                   for name in ("lefthook", "lefthook-local")
+                   for ext in ("yml", "yaml", "toml", "json", "jsonc")),
+                 ".lefthook", ".lefthook-local",
+                 # The same kind: overcommit (.overcommit.yml, its .git-hooks/ scripts), husky 4's
+                 # configs, lint-staged's (run by a husky hook at each commit), mise's .config/.
+                 ".overcommit.yml", ".git-hooks", ".huskyrc", ".huskyrc.json", ".huskyrc.js",
+                 "husky.config.js", *(f".lintstagedrc{ext}" for ext in ("", ".json", ".yaml", ".yml", ".js",
+                                                                         ".mjs", ".cjs")),
+                 "lint-staged.config.js", "lint-staged.config.mjs", "lint-staged.config.cjs",
+                 ".config/mise.toml", ".config/mise", ".mise")
 
 
 _NOFOLLOW_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -431,7 +445,11 @@ WALK_DEPTH = 128
 _FILE_LIMIT = 64 << 10  # bytes compared as content; past it (a binary in a venv's bin/): inode and ctime
 _WALK_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _GIT_FILES = ("config", "config.worktree", "commondir", "HEAD")
-_GIT_DIRS = ("hooks", "info")
+# hooks/, info/, and git's in-progress state: `git rebase --continue` runs the `exec` lines of
+# rebase-merge/git-rebase-todo, `git am --continue` and `cherry-pick --continue` go on from
+# rebase-apply/ and sequencer/ (the red-team review, B10): read-only when there before the run
+# (as hooks/), a new or changed one found after it and moved aside.
+_GIT_DIRS = ("hooks", "info", "rebase-merge", "rebase-apply", "sequencer")
 _SITE_CODE = ("sitecustomize", "usercustomize")
 _VENV_MARK = "pyvenv.cfg"  # what makes a directory a virtual environment (site.py reads it)
 # Where what a refused run left is moved aside (quarantine.put_back), at a writable root: not
