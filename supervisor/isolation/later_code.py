@@ -95,6 +95,23 @@ STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".pr
 _NOFOLLOW_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def startup_names_at(root: str) -> tuple[str, ...]:
+    """The ``STARTUP_FILES`` whose first component is an entry of the resolved ROOT (one
+    listing, not a lookup per name: there are 74 of them); all of them when ROOT cannot be
+    listed (each is then looked up, and fails closed as before)."""
+    try:
+        fd = open_nofollow(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)
+    except OSError:
+        return STARTUP_FILES
+    try:
+        names = set(os.listdir(fd))
+    except OSError:
+        return STARTUP_FILES
+    finally:
+        os.close(fd)
+    return tuple(n for n in STARTUP_FILES if n.split("/", 1)[0] in names)
+
+
 def open_nofollow(path: str, flags: int) -> int:
     """Open the absolute PATH with FLAGS, following no symlink in any component (each directory
     is opened ``O_NOFOLLOW`` from the one above it, as ``openat2(RESOLVE_NO_SYMLINKS)`` would):
@@ -808,9 +825,18 @@ def survey(root: str, limit: int = WALK_LIMIT, own_venvs: tuple[str, ...] = ()) 
     # Start-up files at the root (DESIGN §7): an .envrc or .vscode/tasks.json the run creates.
     # A plain name is looked up in the root already open (not from / again, twice per run for
     # each name); one with a directory in it through _entry_kind, whose walk follows no link.
+    # A name under a directory (.config/lefthook.yml: 14 of them) only when that directory is
+    # one: _entry_kind, which follows no link, says "absent" for all of them otherwise.
+    first_kinds: dict[str, str] = {}
     for name in STARTUP_FILES:
         if root_fd is not None and "/" not in name:
             found.sources[name] = _kind_at(root_fd, name)
+            continue
+        first = name.split("/", 1)[0]
+        if root_fd is not None and first not in first_kinds:
+            first_kinds[first] = _kind_at(root_fd, first)
+        if root_fd is not None and first_kinds[first] != "dir":
+            found.sources[name] = "absent"
         else:
             found.sources[name] = _entry_kind(os.path.join(root, name))
     if root_fd is None:

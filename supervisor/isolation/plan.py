@@ -13,7 +13,14 @@ import sys
 
 from ..errors import NotProven, UsageError
 from ..record import record
-from .later_code import STARTUP_FILES, LaterCodeAudit, git_layout, home_link_targets, realpath
+from .later_code import (
+    STARTUP_FILES,
+    LaterCodeAudit,
+    git_layout,
+    home_link_targets,
+    realpath,
+    startup_names_at,
+)
 from .listing import Listing
 from .policy import (
     FALLBACK_HOME,
@@ -352,7 +359,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     # Start-up files in the work dir run later, outside, when someone's shell starts there
     # (.envrc) or the work dir is someone's home; a symlinked one is protected where it leads.
     for root in writable_roots:
-        for name in STARTUP_FILES:
+        for name in startup_names_at(root):
             path = realpath(os.path.join(root, name))
             if os.path.exists(path) and any(is_under(path, w) for w in writable_roots):
                 protected.append(path)
