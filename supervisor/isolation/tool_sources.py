@@ -398,6 +398,19 @@ def startup_paths(home: str, environ: dict[str, str]) -> list[tuple[str, str, bo
         key = environ.get(f"GIT_CONFIG_KEY_{i}", "")
         value = environ.get(f"GIT_CONFIG_VALUE_{i}", "").strip().strip("'\"")
         named += [(f"GIT_CONFIG_VALUE_{i}", w, "dir", f"git's {key or 'config'}") for w in value.split()[:1]]
+    # GIT_CONFIG_PARAMETERS: what `git -c key=value` passes to the git processes it starts, in
+    # shell quoting ('core.hookspath'='/x'); a parent's `-c` reaches the next git through it.
+    pairs: list[str] = []
+    if environ.get("GIT_CONFIG_PARAMETERS"):
+        import shlex  # only then: not on every run's start-up path
+
+        try:
+            pairs = shlex.split(environ["GIT_CONFIG_PARAMETERS"])
+        except ValueError:
+            pass  # git refuses it too ("bogus format in GIT_CONFIG_PARAMETERS")
+    for pair in pairs[:GIT_CONFIG_COUNT_LIMIT]:
+        key, _, value = pair.partition("=")
+        named += [("GIT_CONFIG_PARAMETERS", w, "dir", f"git's {key}") for w in value.split()[:1]]
     found = []
     for variable, word, kind, what in named:
         if word.startswith("~/") and home and home != "/":

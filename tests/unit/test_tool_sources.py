@@ -191,6 +191,9 @@ def test_startup_refusal_reads_git_config_from_the_environment():
     assert "GIT_CONFIG_VALUE_1" in ts.startup_refusal("/data", "/home/u", env)
     assert ts.startup_refusal("/data", "/home/u", {**env, "GIT_CONFIG_COUNT": "bogus"}) is None
     assert ts.startup_refusal("/data", "/home/u", {}) is None
+    params = {"GIT_CONFIG_PARAMETERS": "'user.name'='me' 'core.hookspath'='/data/hooks'"}
+    assert "GIT_CONFIG_PARAMETERS" in ts.startup_refusal("/data", "/home/u", params)
+    assert ts.startup_refusal("/data", "/home/u", {"GIT_CONFIG_PARAMETERS": "'unclosed"}) is None
 
 
 def test_shared_sticky_is_world_writable_and_sticky():
