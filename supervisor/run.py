@@ -435,6 +435,7 @@ class Run:
         self._gate_words = b""  # what the gate wrote on fd 4 (its first word, a refusal)
         self.gate_refusal: str | None = None  # the gate refused CMD after the proof (P7)
         self._gate_said_done = False
+        self.released = False  # "go" was (or may have been) sent: CMD may have run (_release)
         self.keeper: Keeper | None = None  # the thread that spawned bwrap (its death signal's "parent")
         self.mediator: Mediator | None = None  # P12: answers every connect() of the run
         self.sentinel: Sentinel | None = None
@@ -708,6 +709,7 @@ class Run:
                 self.life.hold_launcher()  # before CMD can exist (RunLifecycle.hold_launcher)
             try:
                 if proven:
+                    self.released = True  # before the write: a short one may still have let CMD go
                     os.write(self.go_w, b"go\n")
                     os.write(self.block_w, b"g")
             except OSError:
@@ -1307,7 +1309,10 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     network_attempts = run.network.attempts() if run.network is not None else 0
     report = run.report_line or ""
     proven = report.startswith("ok ") and run.gate_refusal is None
-    changed = audit.changed()
+    # Only a run whose CMD may have started can have left anything: before the release only the
+    # supervisor's own prover ran, and a walk then would take what others changed meanwhile (in
+    # a shared --rw) for the run's, and undo it (the red-team review, B7).
+    changed = audit.changed() if run.released else {}
     later_code = change_lines(changed)
     undo, not_undone = None, []
     if changed:

@@ -74,11 +74,42 @@ STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".pr
                  # Hook managers run these at the next commit outside (the red-team review):
                  # pre-commit's `language: system` entries, lefthook commands, husky scripts;
                  # mise runs its hooks and env sources on entering the directory.
-                 ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml",
-                 ".husky", ".githooks", "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml")
+                 ".pre-commit-config.yaml", ".pre-commit-config.yml",
+                 ".husky", ".githooks", "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml",
+                 # lefthook.dev/configuration "Config file name": each format, dotted or not, in
+                 # .config/ (undotted), the -local config merged over it; source_dir and
+                 # source_dir_local hold its scripts (the red-team review, B8: lefthook-local.toml).
+                 *(f"{where}{name}.{ext}" for where in ("", ".", ".config/")
+                   for name in ("lefthook", "lefthook-local")
+                   for ext in ("yml", "yaml", "toml", "json", "jsonc")),
+                 ".lefthook", ".lefthook-local",
+                 # The same kind: overcommit (.overcommit.yml, its .git-hooks/ scripts), husky 4's
+                 # configs, lint-staged's (run by a husky hook at each commit), mise's .config/.
+                 ".overcommit.yml", ".git-hooks", ".huskyrc", ".huskyrc.json", ".huskyrc.js",
+                 "husky.config.js", *(f".lintstagedrc{ext}" for ext in ("", ".json", ".yaml", ".yml", ".js",
+                                                                         ".mjs", ".cjs")),
+                 "lint-staged.config.js", "lint-staged.config.mjs", "lint-staged.config.cjs",
+                 ".config/mise.toml", ".config/mise", ".mise")
 
 
 _NOFOLLOW_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def startup_names_at(root: str) -> tuple[str, ...]:
+    """The ``STARTUP_FILES`` whose first component is an entry of the resolved ROOT (one
+    listing, not a lookup per name: there are 74 of them); all of them when ROOT cannot be
+    listed (each is then looked up, and fails closed as before)."""
+    try:
+        fd = open_nofollow(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)
+    except OSError:
+        return STARTUP_FILES
+    try:
+        names = set(os.listdir(fd))
+    except OSError:
+        return STARTUP_FILES
+    finally:
+        os.close(fd)
+    return tuple(n for n in STARTUP_FILES if n.split("/", 1)[0] in names)
 
 
 def open_nofollow(path: str, flags: int) -> int:
@@ -431,7 +462,11 @@ WALK_DEPTH = 128
 _FILE_LIMIT = 64 << 10  # bytes compared as content; past it (a binary in a venv's bin/): inode and ctime
 _WALK_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _GIT_FILES = ("config", "config.worktree", "commondir", "HEAD")
-_GIT_DIRS = ("hooks", "info")
+# hooks/, info/, and git's in-progress state: `git rebase --continue` runs the `exec` lines of
+# rebase-merge/git-rebase-todo, `git am --continue` and `cherry-pick --continue` go on from
+# rebase-apply/ and sequencer/ (the red-team review, B10): read-only when there before the run
+# (as hooks/), a new or changed one found after it and moved aside.
+_GIT_DIRS = ("hooks", "info", "rebase-merge", "rebase-apply", "sequencer")
 _SITE_CODE = ("sitecustomize", "usercustomize")
 _VENV_MARK = "pyvenv.cfg"  # what makes a directory a virtual environment (site.py reads it)
 # Where what a refused run left is moved aside (quarantine.put_back), at a writable root: not
@@ -790,9 +825,18 @@ def survey(root: str, limit: int = WALK_LIMIT, own_venvs: tuple[str, ...] = ()) 
     # Start-up files at the root (DESIGN §7): an .envrc or .vscode/tasks.json the run creates.
     # A plain name is looked up in the root already open (not from / again, twice per run for
     # each name); one with a directory in it through _entry_kind, whose walk follows no link.
+    # A name under a directory (.config/lefthook.yml: 14 of them) only when that directory is
+    # one: _entry_kind, which follows no link, says "absent" for all of them otherwise.
+    first_kinds: dict[str, str] = {}
     for name in STARTUP_FILES:
         if root_fd is not None and "/" not in name:
             found.sources[name] = _kind_at(root_fd, name)
+            continue
+        first = name.split("/", 1)[0]
+        if root_fd is not None and first not in first_kinds:
+            first_kinds[first] = _kind_at(root_fd, first)
+        if root_fd is not None and first_kinds[first] != "dir":
+            found.sources[name] = "absent"
         else:
             found.sources[name] = _entry_kind(os.path.join(root, name))
     if root_fd is None:
