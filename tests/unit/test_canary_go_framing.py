@@ -26,7 +26,7 @@ import socket
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from no_docker.canary.framing import MAX_HEAD, Bad, Body, End, Framer, Head, Raw, parse_head
 from no_docker.canary.process import started_canary
 
@@ -290,6 +290,11 @@ def heads_and_bodies(data: bytes) -> list[tuple[str, str, bytes]]:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(FRAMINGS)
+@example(b"GET /_ping HTTP/1.1\r\nHost: d\r\nX-A: a\r\n b\r\n\r\nDELETE /containers/web?force=1 HTTP/1.1\r\n"
+         b"Host: d\r\n\r\n")  # rt4 C1
+@example(b"DELETE /containers/web?force=1&pad=" + b"A" * 9000 + b" HTTP/1.1\r\nHost: d\r\n\r\n")  # rt4 C2
+@example(b"POST /build HTTP/1.1\r\nHost: d\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n"
+         b"Content-Length: 2\r\n\r\n0\r\n\r\nDELETE /containers/web?force=1 HTTP/1.1\r\nHost: d\r\n\r\n")
 def test_differential_never_fewer_requests_than_the_go_model_executes(data):
     # rt4 C1/C2: the model of Go's server (tests/canary_wire_model.py, written from the Go source)
     # says which requests dockerd/podman execute of these bytes; the canary's must start with them.
