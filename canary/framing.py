@@ -22,8 +22,8 @@ The body rules are ``transferReader.parseTransferEncoding``, ``fixLength`` and
   (ASCII case-insensitive); anything else (two lines, ``chunked, chunked``, ``gzip``, an
   empty value) is answered 501 and the connection ends;
 * without chunked, every ``Content-Length`` is checked: all lines the same value, a decimal
-  number below 2**63 (``strconv.ParseUint(cl, 10, 63)``: no sign, not empty); with chunked
-  they are not (Go 1.19 deletes them unchecked, so it executes such a request).
+  number below 2**63 (``strconv.ParseUint(cl, 10, 63)``: no sign), an empty one none (Go
+  before 1.22); with chunked they are not (older Go deletes them unchecked and executes it).
 Where Go rejects a request the framer does too (``Bad``), so what follows it is recorded as
 the bytes it is, never as requests the engine would not have read.
 
@@ -149,6 +149,10 @@ def parse_head(head: bytes, offset: int) -> Head | Bad:
     frozen = tuple(headers)
     codings = [value for name, value in frozen if name.lower() == b"transfer-encoding"]
     lengths = [value for name, value in frozen if name.lower() == b"content-length"]
+    if lengths and not any(lengths):
+        # Go before 1.22 (podman 4.3.1 here is go1.19.8) takes an empty Content-Length for none
+        # (parseContentLength: "" is -1) and executes the request; 1.22 refuses it (400).
+        lengths = []
     tokens = _connection_tokens(frozen)
     # transfer.go shouldClose: HTTP/1.0 keeps the connection only with keep-alive (and no close).
     keep_alive = b"close" not in tokens and (version != "HTTP/1.0" or b"keep-alive" in tokens)
@@ -156,9 +160,9 @@ def parse_head(head: bytes, offset: int) -> Head | Bad:
         codings = []  # transfer.go: "Issue 12785; ignore Transfer-Encoding on HTTP/1.0 requests."
     elif codings and (len(codings) != 1 or codings[0].lower() != b"chunked"):
         return Bad("unsupported Transfer-Encoding", 501, False)
-    # Current Go's fixLength checks every Content-Length before it looks at chunked; Go 1.19's
-    # parseTransferEncoding deletes them when chunked first, and executes the request: so with
-    # chunked they are not checked here (one record more than current Go, none fewer than 1.19).
+    # Current Go's fixLength checks every Content-Length before it looks at chunked; older Go's
+    # parseTransferEncoding (1.16, as read) deletes them when chunked first, and executes the
+    # request: so with chunked they are not checked here (one record more than current Go).
     if lengths and not codings and not content_length_ok(lengths):
         return Bad("bad or conflicting Content-Length", 400, False)
     if codings:

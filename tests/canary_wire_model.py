@@ -194,8 +194,9 @@ def send_in_pieces(sock: socket.socket, data: bytes, splits: list[int]) -> None:
 #   SP/HT continue it (joined by one space, trim() of SP/HT); an empty name is skipped (Go 1.19)
 #   or refused (1.20+): skipped here.
 # * src/net/http/transfer.go: HTTP/1.0 ignores Transfer-Encoding; else exactly one, "chunked";
-#   with chunked, Content-Length is not looked at (Go 1.19's parseTransferEncoding deletes it
-#   before fixLength); else all Content-Length values equal, ParseUint(v, 10, 63).
+#   with chunked, Content-Length is not looked at (older Go's parseTransferEncoding deletes it
+#   before fixLength); else all Content-Length values equal, ParseUint(v, 10, 63); empty ones
+#   are none (Go before 1.22; 1.22's httplaxcontentlength change refuses them).
 # * a chunked body: hex size (extensions after ";"), the data, CRLF; trailer lines until an empty one.
 # The handler runs once the head is read, so a request counts when its head is complete.
 
@@ -299,6 +300,8 @@ def go_reads(data: bytes) -> GoRead:
             return stop(400)
         codings = values.get(b"transfer-encoding", []) if version != "HTTP/1.0" else []
         lengths = [v.strip(b" \t") for v in values.get(b"content-length", [])]
+        if not any(lengths):
+            lengths = []  # Go before 1.22: an empty Content-Length is none (1.22 refuses it)
         if codings and (len(codings) != 1 or codings[0].lower() != b"chunked"):
             return stop(501)
         if not codings and lengths and (len(set(lengths)) != 1 or not lengths[0].isdigit()
