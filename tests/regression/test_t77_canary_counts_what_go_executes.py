@@ -85,3 +85,35 @@ def test_a_long_request_line_and_a_big_head_from_curl_are_requests(tmp_path):
     head = ("DELETE /containers/big?force=1 HTTP/1.1\r\nHost: d\r\n" +
             "".join(f"X-Pad-{n}: {'B' * 7000}\r\n" for n in range(10)) + "\r\n").encode()
     assert len(go_reads(line).requests) == 1 and len(go_reads(head).requests) == 1
+
+
+# Found reading the Go source for C1/C2, and checked against a real Go 1.19.8 net/http server
+# (the Go the podman on this machine is built with): each executes the POST/GET and the DELETE.
+OLDER_GO = {
+    "empty Content-Length": b"POST /x HTTP/1.1\r\nHost: d\r\nContent-Length: \r\n\r\n",
+    "chunked, bad Content-Length": b"POST /x HTTP/1.1\r\nHost: d\r\nTransfer-Encoding: chunked\r\n"
+                                   b"Content-Length: x\r\n\r\n0\r\n\r\n",
+    "chunked, two Content-Lengths": b"POST /x HTTP/1.1\r\nHost: d\r\nTransfer-Encoding: chunked\r\n"
+                                    b"Content-Length: 1\r\nContent-Length: 2\r\n\r\n0\r\n\r\n",
+    "empty header name": b"GET /x HTTP/1.1\r\nHost: d\r\n: v\r\n\r\n",
+}
+DELETE = b"DELETE /containers/web?force=1 HTTP/1.1\r\nHost: d\r\n\r\n"
+
+
+def test_what_older_go_executes_is_counted_too(tmp_path):
+    path = str(tmp_path / "docker.sock")
+    for name, data in OLDER_GO.items():  # control: the model (older Go where versions differ)
+        assert len(go_reads(data + DELETE).requests) == 2, name
+    with started_canary(tmp_path, unix=[path]) as canary:
+        for data in OLDER_GO.values():
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.settimeout(20)
+                sock.connect(path)
+                sock.sendall(data + DELETE)
+                sock.shutdown(socket.SHUT_WR)
+                while sock.recv(65536):
+                    pass
+        assert canary.stop() == 0 and canary.complaints() == ""
+        requests, raws = requests_and_raws(canary)
+    assert raws == [] and [path for _, path, _ in requests] == [
+        path for data in OLDER_GO.values() for path in (data.split(b" ")[1].decode(), "/containers/web")]
