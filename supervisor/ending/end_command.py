@@ -13,11 +13,13 @@ import sys
 import time
 
 from ..errors import EXIT_NOT_PROVEN, UsageError
+from ..isolation import left
 from . import markers
 from .algorithm import DEFAULT_TIMEOUT, EndReport, end_run
 from .cgroup import RunCgroup
 from .lifecycle import cgroups_removed, target_of
 from .procfs import ProcFS
+from .runs import shown
 
 EXIT_REFUSED = 1
 
@@ -74,25 +76,47 @@ def main(argv: list[str]) -> int:
     for run_id in args.run_ids:
         if not markers.valid_run_id(run_id):
             raise UsageError(f"end: {run_id!r} is not a run id")
-        if not os.path.isdir(markers.marker_dir(state, run_id)):
+        if not (os.path.isdir(markers.marker_dir(state, run_id))
+                or os.path.lexists(left.record_path(state, run_id))):
             raise UsageError(f"end: no run {run_id} in {state}: it has ended, or the id is wrong "
                              "(no-docker runs lists the runs there are)")
     if not os.path.exists(state):
         print("no-docker: no runs", file=sys.stderr)
         return 0
     markers.ensure_state_dir(state)
-    directories = ([markers.marker_dir(state, r) for r in args.run_ids] if args.run_ids
+    status = _end_left(state, args.run_ids)
+    directories = ([markers.marker_dir(state, r) for r in args.run_ids
+                    if os.path.isdir(markers.marker_dir(state, r))] if args.run_ids
                    else markers.list_markers(state))
+    if args.run_ids and not directories:
+        return status
     if not directories:
         print("no-docker: no runs to end", file=sys.stderr)
         return 0
     procfs = ProcFS()
-    status = 0
     for directory in directories:
         result = end_one(directory, procfs, force=args.force, timeout=args.timeout,
                          skip_live=args.all)
         status = max(status, result)
     return status
+
+
+def _end_left(state: str, run_ids: list[str]) -> int:
+    """Records of code a refused run could not undo (isolation/left.py): ``end RUN_ID`` says
+    what is left and removes its record, which lets runs start there again; ``--all`` only
+    names them (the user must have looked: an id is typed for each)."""
+    for doc in left.read_all(state):
+        rid = doc["run_id"]
+        if run_ids and rid not in run_ids:
+            continue
+        if not run_ids:
+            print(f"no-docker: run {rid} {shown(left.words(doc))}; runs there refuse until: "
+                  f"no-docker end {rid}", file=sys.stderr)
+            continue
+        left.clear(state, rid)
+        print(f"no-docker: run {rid} {shown(left.words(doc))}; its record is removed: runs there "
+              "start again (restore what is listed yourself if you have not)", file=sys.stderr)
+    return 0
 
 
 def end_one(directory: str, procfs: ProcFS, *, force: bool, timeout: float, skip_live: bool) -> int:
