@@ -104,10 +104,11 @@ def _quarantine_of(root: str, base_fd: int, run_id: str, owner: tuple[int, int],
     could have made and shaped (a repository whose config git would run). The run can read its
     own id (/proc/self/mountinfo names /run/no-docker/RUN-ID), so the name ends in 64 random
     bits made after the run has ended: it cannot be predicted, nor pre-filled by the thousand
-    (red-team round 4, B2); a name taken is only retried with new bits."""
+    (red-team round 4, B2); a name taken is only retried with new bits (the bound is for a
+    file system that answers EEXIST to everything, never reached by chance)."""
     if root in undo._dirs:
         return undo._dirs[root]
-    while True:
+    for _ in range(1 << 16):
         name = f"{QUARANTINE}-{run_id}-{os.urandom(8).hex()}"
         try:
             os.mkdir(name, 0o700, dir_fd=base_fd)
@@ -119,6 +120,7 @@ def _quarantine_of(root: str, base_fd: int, run_id: str, owner: tuple[int, int],
             pass
         undo._dirs[root] = name
         return name
+    raise OSError(17, "no free quarantine directory name")
 
 
 def _move_aside(path: str, root: str, run_id: str, owner: tuple[int, int], undo: Undo) -> bool:

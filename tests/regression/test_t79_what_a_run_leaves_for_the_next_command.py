@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 from conftest import no_docker_argv
 from isolation_cases import require_bwrap
-
 from no_docker.supervisor.isolation import later_code
 from no_docker.supervisor.isolation.tool_sources import STANZA_TAG
 
