@@ -982,7 +982,7 @@ def printable(text: str) -> str:
 
 def undo_words(undo: object, not_undone: list[str], recorded: str | None = None) -> str:
     """The end of the P4 line: what was undone, or what is left to inspect (pure). RECORDED:
-    the run id whose record (isolation/left.py) now stops the next runs there."""
+    the run id whose record (ending/left.py) now stops the next runs there."""
     from .isolation.quarantine import describe, lost_words
 
     done = describe(undo) if undo is not None else ""  # type: ignore[arg-type]
@@ -1269,8 +1269,8 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     with RunLifecycle(list(request.command), max_pids=max_pids, memory_max=request.memory_max,
                       end_timeout=end_timeout,
                       subreaper=True, enter_cgroup_early=True, state=state, work=roots[0]) as life:
-        # Code an earlier run left and could not undo, where this one may write (left.py).
-        from .isolation.left import refuse_if_left
+        # Code an earlier run left and could not undo, where this one may write (ending/left.py).
+        from .ending.left import refuse_if_left
 
         refuse_if_left(state, roots)
         try:
@@ -1341,7 +1341,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         if not_undone:
             # What is left stops the next run there until the user has looked (a 125 alone is
             # walked past: red-team round 4, B2): a record in the state dir, which no run writes.
-            from .isolation import left as left_record
+            from .ending import left as left_record
 
             try:
                 left_record.write(state, life.run_id, audit.roots, not_undone, undo.quarantines)

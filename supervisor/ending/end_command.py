@@ -13,8 +13,7 @@ import sys
 import time
 
 from ..errors import EXIT_NOT_PROVEN, UsageError
-from ..isolation import left
-from . import markers
+from . import left, markers
 from .algorithm import DEFAULT_TIMEOUT, EndReport, end_run
 from .cgroup import RunCgroup
 from .lifecycle import cgroups_removed, target_of
@@ -102,7 +101,7 @@ def main(argv: list[str]) -> int:
 
 
 def _end_left(state: str, run_ids: list[str]) -> int:
-    """Records of code a refused run could not undo (isolation/left.py): ``end RUN_ID`` says
+    """Records of code a refused run could not undo (ending/left.py): ``end RUN_ID`` says
     what is left and removes its record, which lets runs start there again; ``--all`` only
     names them (the user must have looked: an id is typed for each)."""
     for doc in left.read_all(state):

@@ -161,10 +161,10 @@ def describe(state_dir: str, procfs: ProcFS, now: float | None = None) -> list[d
         if status != "running" or rec.state == markers.NOT_PROVEN:
             row["end_would"] = end_would(row, directory)
         rows.append(row)
-    from ..isolation import left
+    from . import left
 
     for doc in left.read_all(state_dir):
-        # A refused run's code it could not undo (isolation/left.py): no process, a record.
+        # A refused run's code it could not undo (ending/left.py): no process, a record.
         rows.append({"run_id": doc["run_id"], "status": "left", "state": "left", "owner_pid": None,
                      "owner_alive": False, "members": 0, "cpu_seconds": 0.0, "rss_bytes": 0,
                      "age_seconds": 0.0, "work": (doc.get("roots") or ["?"])[0], "init_pid": None,

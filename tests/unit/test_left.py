@@ -1,4 +1,4 @@
-"""isolation/left.py: the record of code a refused run could not undo (T-79, rt4 B2)."""
+"""ending/left.py: the record of code a refused run could not undo (T-79, rt4 B2)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import os
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from no_docker.supervisor.ending import left
 from no_docker.supervisor.errors import NotProven
-from no_docker.supervisor.isolation import left
 
 _part = st.sampled_from(["w", "w2", "sub", "x"])
 

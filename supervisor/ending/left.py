@@ -1,5 +1,8 @@
 """What a refused run could not undo stops the next run there until the user has looked.
 
+(In the ending room: it lives in the state dir beside the run markers, and ``runs`` and
+``end`` read it; run.py writes it from the isolation room's undo.)
+
 A run refused for code it left to run later (P4) whose undo failed (``NOT undone``: a path it
 could not move aside, a place it could not restore) leaves that code in place. A 125 alone is
 walked past: a mutation tool scores it as killed and starts the next run, and the next
@@ -18,7 +21,6 @@ import json
 import os
 
 from ..errors import NotProven
-from .later_code import is_under
 
 PREFIX = "left-"
 
@@ -27,9 +29,13 @@ def record_path(state: str, run_id: str) -> str:
     return os.path.join(state, f"{PREFIX}{run_id}.json")
 
 
+def _is_under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def overlaps(a: list[str], b: list[str]) -> bool:
-    """Does any root of A hold or lie in one of B (pure)?"""
-    return any(is_under(x, y) or is_under(y, x) for x in a for y in b)
+    """Does any root of A hold or lie in one of B (pure)? (Resolved paths, as the audit's.)"""
+    return any(_is_under(x, y) or _is_under(y, x) for x in a for y in b)
 
 
 def write(state: str, run_id: str, roots: list[str], paths: list[str], quarantines: list[str]) -> None:
