@@ -192,6 +192,8 @@ def test_b3_only_a_link_to_a_start_up_file_is_a_source(tmp_path, name):
     (tmp_path / "to-plain.sh").symlink_to("plain.sh")
     (tmp_path / "to-dir").symlink_to("d")
     (tmp_path / name).symlink_to("s.sh")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pytest.ini").symlink_to("../plain.sh")  # configs: audited by target already
     sources = later_code.survey(str(tmp_path)).sources
-    assert sources.get(name) == "symlink:s.sh"
+    assert sources.get(name) == "symlink:s.sh" and sources.get("sub/pytest.ini") == "symlink:../plain.sh"
     assert "to-plain.sh" not in sources and "to-dir" not in sources
