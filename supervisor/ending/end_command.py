@@ -25,7 +25,10 @@ EXIT_REFUSED = 1
 DESCRIPTION = """\
 End leftover runs and prove every process of each gone: runs whose supervisor was killed, or
 that it could not show ended (it then printed this command). The run's marker and cgroups are
-removed once every process is shown gone."""
+removed once every process is shown gone. A run refused for code it left to run later and could
+NOT undo (`no-docker runs` says `left`) has no process left, only a record that stops new runs
+in its work dir: `no-docker end RUN_ID` says what is left and removes the record (--all only
+names it)."""
 
 EPILOG = """\
 examples:
