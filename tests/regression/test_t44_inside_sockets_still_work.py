@@ -19,10 +19,13 @@ EVERY_KIND = r"""
 import errno, json, os, select, socket, sys, threading
 out = {}
 def serve_once(listener):
+    # a daemon thread that waits 10 s at most: a refused connect ends the script at once, not
+    # after the run's timeout (a weakened build once kept the case 60 s)
+    listener.settimeout(10)
     conn, _ = listener.accept(); conn.sendall(conn.recv(16).upper()); conn.close()
 def pathname(label, path):
     srv = socket.socket(socket.AF_UNIX); srv.bind(path); srv.listen(4)
-    t = threading.Thread(target=serve_once, args=(srv,)); t.start()
+    t = threading.Thread(target=serve_once, args=(srv,), daemon=True); t.start()
     c = socket.socket(socket.AF_UNIX); c.settimeout(5); c.connect(path); c.sendall(b"ping")
     out[label] = c.recv(16).decode(); c.close(); t.join(); srv.close()
 pathname("tmp", "/tmp/inside.sock")
@@ -30,13 +33,13 @@ pathname("work", os.path.join(os.getcwd(), "inside.sock"))
 pathname("rw", os.path.join(sys.argv[1], "inside.sock"))
 pathname("relative", "rel.sock")
 srv = socket.socket(socket.AF_UNIX); srv.bind(b"\0no-docker-t44"); srv.listen(1)
-t = threading.Thread(target=serve_once, args=(srv,)); t.start()
+t = threading.Thread(target=serve_once, args=(srv,), daemon=True); t.start()
 c = socket.socket(socket.AF_UNIX); c.connect(b"\0no-docker-t44"); c.sendall(b"abs")
 out["abstract"] = c.recv(8).decode()
 t.join()
 for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
     srv = socket.socket(family); srv.bind((host, 0)); srv.listen(1)
-    t = threading.Thread(target=serve_once, args=(srv,)); t.start()
+    t = threading.Thread(target=serve_once, args=(srv,), daemon=True); t.start()
     c = socket.create_connection(srv.getsockname()[:2], timeout=5); c.sendall(b"tcp")
     out[f"tcp{family}"] = c.recv(8).decode(); c.close(); t.join()
     u = socket.socket(family, socket.SOCK_DGRAM); u.bind((host, 0))
