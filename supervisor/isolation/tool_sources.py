@@ -246,14 +246,18 @@ def local_location(word: str) -> str | None:
     return word or None
 
 
-def _words(value: object, split: bool) -> list[str]:
+#: pip's options of ``type="path"``: the value is a path as written (``~`` expanded), never a URL.
+_PATH_TYPED = frozenset({"cache-dir", "src", "source", "source-dir", "source-directory", "python"})
+
+
+def _words(value: object, split: bool, literal: bool = False) -> list[str]:
     values = value if isinstance(value, list) else [value]
     words: list[str] = []
     for item in values:
         text = str(item)
         for word in (text.split() if split else [text.strip()]):
             for form in dict.fromkeys((word, word.strip("'\""))):  # pip keeps quotes: both
-                where = local_location(form)
+                where = form if literal else local_location(form)
                 if where:
                     words.append(where)
     return words
@@ -307,7 +311,7 @@ def path_settings(text: str, toml: bool = False) -> list[tuple[str, str]]:
         for key, value in items:
             name = pip_key(key)
             if name in PIP_PATH_OPTIONS:
-                found += [(name, w) for w in _words(value, PIP_PATH_OPTIONS[name][1])]
+                found += [(name, w) for w in _words(value, PIP_PATH_OPTIONS[name][1], name in _PATH_TYPED)]
     return found
 
 
@@ -492,7 +496,7 @@ def _configured_caches(home: str, environ: dict[str, str], prefixes: tuple[str, 
             name = pip_key(variable[4:])
             if name in PIP_PATH_OPTIONS:
                 what, split = PIP_PATH_OPTIONS[name]
-                settings += [("pip", what, absolute(w)) for w in _words(value, split)]
+                settings += [("pip", what, absolute(w)) for w in _words(value, split, name in _PATH_TYPED)]
         elif variable in UV_VARIABLES:
             words = _words(value.replace(",", " "), True)
             words += [w.split("=", 1)[1] for w in words if "=" in w]  # UV_INDEX: name=url

@@ -135,12 +135,12 @@ def test_uvs_indexes_and_find_links_are_read(tmp_path, home):
     [pip] find-links. Control: index-url in uv.toml (refused before)."""
     p = tmp_path / "idx"
     p.mkdir()
-    xdg = tmp_path / "xdg"
-    (xdg / "uv").mkdir(parents=True)
-    for text in (f'index-url = "file://{p}"\n', f'[[index]]\nname = "l"\nurl = "file://{p}"\n',
-                 f'[pip]\nfind-links = ["{p}"]\n'):
+    for n, text in enumerate((f'index-url = "file://{p}"\n', f'[[index]]\nname = "l"\nurl = "file://{p}"\n',
+                              f'[pip]\nfind-links = ["{p}"]\n')):
+        xdg = tmp_path / f"xdg{n}"  # one per case: the reading is kept per process and environment
+        (xdg / "uv").mkdir(parents=True)
         (xdg / "uv" / "uv.toml").write_text(text)
-        why = refusal(p, home, XDG_CONFIG_HOME=str(xdg), CASE=text)
+        why = refusal(p, home, XDG_CONFIG_HOME=str(xdg))
         assert why and "uv's" in why, text
     for variable, value in (("UV_INDEX", f"pypi=https://pypi.org/simple l=file://{p}"),
                             ("UV_DEFAULT_INDEX", f"file:{p}"), ("UV_FIND_LINKS", f"/elsewhere,{p}")):
