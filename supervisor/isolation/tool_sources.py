@@ -379,43 +379,39 @@ def requirement_references(text: str, environ: dict[str, str]) -> list[tuple[str
     return found
 
 
-def read_config(path: str) -> bytes | None:
+def read_config(path: str, strict: bool = True) -> bytes | None:
     """PATH's bytes as pip and uv read it: through symlinks (a stow-style ``pip.conf``, a linked
-    directory), all of it; None where the tool reads nothing either (absent, unreadable, a
-    directory: configparser skips what it cannot open). Raises CannotTell for a file that is
-    not regular (a FIFO would block the tool, and us) or larger than CONFIG_LIMIT. A link that
-    a run left is still only read as a regular file, opened non-blocking, checked again."""
+    directory: resolved first, then opened through no link, non-blocking, checked regular, so a
+    link a run left to a FIFO or a device is never opened), all of it; None where the tool reads
+    nothing either (absent, unreadable, a directory: configparser skips what it cannot open).
+    Raises CannotTell for a file larger than CONFIG_LIMIT, and (STRICT) for one that is not
+    regular: the tool would block on a FIFO or read a device. Not STRICT: a venv's own
+    ``pip.conf``, read-only inside every run (a link there to a FIFO blocks pip: nothing read)."""
+    import errno
     import stat
 
+    from .later_code import read_regular
+
+    real = os.path.realpath(path)
     try:
-        mode = os.stat(path).st_mode
+        mode = os.stat(real).st_mode
     except OSError:
         return None
     if stat.S_ISDIR(mode):
         return None
     if not stat.S_ISREG(mode):
-        raise CannotTell(f"{path} is not a regular file")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if strict:
             raise CannotTell(f"{path} is not a regular file")
-        chunks, size = [], 0
-        while size <= CONFIG_LIMIT:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError:
         return None
-    finally:
-        os.close(fd)
-    if size > CONFIG_LIMIT:
+    try:
+        data = read_regular(real, CONFIG_LIMIT + 1)
+    except OSError as error:
+        if error.errno in (errno.EACCES, errno.ENOENT):
+            return None  # the tool cannot read it either
+        raise CannotTell(f"{path}: {error.strerror or error}") from None
+    if len(data) > CONFIG_LIMIT:
         raise CannotTell(f"{path} is over {CONFIG_LIMIT >> 20} MiB")
-    return b"".join(chunks)
+    return data
 
 
 _CONFIGURED: dict[tuple, dict[str, str]] = {}
@@ -482,7 +478,7 @@ def _configured_caches(home: str, environ: dict[str, str], prefixes: tuple[str, 
             if not home or home == "/":
                 continue
             path = os.path.join(home, path[2:])
-        data = read_config(path)
+        data = read_config(path, strict=own)
         if data is None:
             continue
         if own:
