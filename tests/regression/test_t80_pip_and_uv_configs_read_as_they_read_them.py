@@ -161,3 +161,21 @@ def test_what_cannot_be_read_as_pip_reads_it_is_refused(tmp_path, home):
         out.truncate(ts.CONFIG_LIMIT + 2)
     assert "cannot tell" in (refusal(tmp_path / "any", home, PIP_CONFIG_FILE=str(big)) or "")
     assert refusal(tmp_path / "any", home, PIP_CONFIG_FILE=str(tmp_path / "absent.conf")) is None
+
+
+def test_a_directory_named_like_pips_index_url_is_a_source(tmp_path):
+    """Found while fixing rt5 #3 (pip's build_source tries the location as a path first): a run
+    that makes W/https:/pypi.org/simple/PKG/index.html has the next `pip install PKG` in W take
+    its wheel (measured: the planted .pth ran). Such an entry, at any depth, is a later-code
+    source now: a new one is a change (125, moved aside). Control: a plain directory is not."""
+    from no_docker.supervisor.isolation import later_code
+
+    work = tmp_path / "w"
+    (work / "sub").mkdir(parents=True)
+    before = later_code.later_code_sources(str(work))
+    for rel in ("https:/pypi.org/simple/pkg", "sub/git+https:/x", "plain/pypi.org"):
+        (work / rel).mkdir(parents=True)
+    after = later_code.later_code_sources(str(work))
+    new = {k for k in after if after[k] != before.get(k, "absent")}
+    assert "https:" in new and "sub/git+https:" in new, new
+    assert not any(k.startswith("plain") for k in new), new
