@@ -346,6 +346,18 @@ def plain_ini(text: str) -> list[list[tuple[str, str]]] | None:
     return [list(items.items()) for items in sections.values()]
 
 
+def url_named(name: str) -> bool:
+    """Is NAME (a directory entry) the first part of a URL taken as a relative path (pure)?
+    pip's ``build_source`` tries ``os.path.exists(location)`` before it treats a location as a
+    URL, so ``https://pypi.org/simple/PKG/`` (its default index) is the relative path
+    ``https:/pypi.org/simple/PKG/`` under pip's current directory: a run that makes
+    ``W/https:/pypi.org/simple/PKG/index.html`` there has the next ``pip install PKG`` started in
+    W install its wheel (measured, pip 26.3: the planted ``.pth`` ran)."""
+    scheme = name[:-1]
+    return (name.endswith(":") and len(scheme) > 1 and scheme[0].isalpha()
+            and all(c.isalnum() or c in "+-." for c in scheme))
+
+
 def requirement_references(text: str, environ: dict[str, str]) -> list[tuple[str, str]]:
     """(what, location) for each file or directory a requirements or constraints file's lines
     name, as pip's ``req/req_file.py`` reads them (``\\`` continuations, `` #`` comments,

@@ -177,5 +177,5 @@ def test_a_directory_named_like_pips_index_url_is_a_source(tmp_path):
         (work / rel).mkdir(parents=True)
     after = later_code.later_code_sources(str(work))
     new = {k for k in after if after[k] != before.get(k, "absent")}
-    assert "https:" in new and "sub/git+https:" in new, new
+    assert "https:" in new and "sub/git+https:" in new, (new, after, before)
     assert not any(k.startswith("plain") for k in new), new
