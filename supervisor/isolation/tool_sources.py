@@ -275,7 +275,7 @@ def _toml_settings(doc: object, found: list[tuple[str, str]]) -> None:
                                                    and all(isinstance(v, str) for v in value)):
             _toml_settings(value, found)  # [pip], [[index]], [tool.uv]: every table, at any depth
         elif isinstance(key, str) and name in UV_PATH_SETTINGS:
-            found += [(name, w) for w in _words(value, True)]
+            found += [(name, w) for w in _words(value, False)]  # TOML strings: never split
 
 
 def path_settings(text: str, toml: bool = False) -> list[tuple[str, str]]:
@@ -506,10 +506,10 @@ def _configured_caches(home: str, environ: dict[str, str], prefixes: tuple[str, 
                 what, split = PIP_PATH_OPTIONS[name]
                 settings += [("pip", what, absolute(w)) for w in _words(value, split, name in _PATH_TYPED)]
         elif variable in UV_VARIABLES:
-            words = _words(value.replace(",", " "), True)
-            words += [w.split("=", 1)[1] for w in words if "=" in w]  # UV_INDEX: name=url
-            words = [local_location(w) or "" for w in words]
-            settings += [("uv", UV_VARIABLES[variable], absolute(w)) for w in words if w]
+            words = value.replace(",", " ").split()
+            # UV_INDEX, UV_DEFAULT_INDEX: [NAME=]URL (a name has no ":" or "/")
+            words = [w.split("=", 1)[1] if "=" in w.split(":", 1)[0].split("/", 1)[0] else w for w in words]
+            settings += [("uv", UV_VARIABLES[variable], absolute(w)) for w in _words(words, False)]
     requirement_files = 0
     while settings:
         tool, what, locations = settings.pop()

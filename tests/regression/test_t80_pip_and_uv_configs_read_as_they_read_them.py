@@ -179,3 +179,20 @@ def test_a_directory_named_like_pips_index_url_is_a_source(tmp_path):
     new = {k for k in after if after[k] != before.get(k, "absent")}
     assert "https:" in new and "sub/git+https:" in new, (new, after, before)
     assert not any(k.startswith("plain") for k in new), new
+
+
+def test_remote_indexes_refuse_nothing_here(tmp_path, home, monkeypatch):
+    """The control of every case above: remote indexes, in every form the tools take, name no
+    directory of this machine; nothing under the current directory is refused for them."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "w").mkdir()
+    xdg = tmp_path / "xdg"
+    (xdg / "uv").mkdir(parents=True)
+    (xdg / "uv" / "uv.toml").write_text('[[index]]\nname = "p"\nurl = "https://pypi.org/simple"\n'
+                                       f'cache-dir = "{tmp_path}/c d"\n')
+    env = {"PIP_INDEX_URL": "https://pypi.org/simple", "PIP_EXTRA_INDEX_URL": "https://a/s http://b/s",
+           "UV_INDEX": "pypi=https://pypi.org/simple https://x/s", "UV_DEFAULT_INDEX": "https://pypi.org/simple",
+           "UV_FIND_LINKS": "https://a/l,https://b/l", "XDG_CONFIG_HOME": str(xdg)}
+    assert refusal(tmp_path / "w", home, **env) is None
+    (tmp_path / "c d").mkdir()
+    assert refusal(tmp_path / "c d", home, **env)  # uv's cache-dir keeps its space
