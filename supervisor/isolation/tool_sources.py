@@ -24,7 +24,11 @@ module names the rest, each from the tool's own documentation or source, so that
   modules, mutated in place by mutation tools, are not sources.
 - **pip** reads ``pip.conf`` in a virtual environment's root (``sys.prefix``; pip docs,
   "Configuration: Location"), and installs from its caches: a whole venv is read-only inside
-  a run, and a code cache may not be writable (``CODE_CACHES``).
+  a run, and a code cache may not be writable (``CODE_CACHES``). What pip's and uv's own
+  configuration names (``configured_caches``: caches, find-links, local indexes, constraints
+  files and what their lines name) is read as the tools read it (``path_settings``, compared
+  with pip's own parser in tests/unit/test_tool_sources.py) and may not be writable either; a
+  configuration no-docker cannot read so is "cannot tell": refused (T-80).
 - **the stanza line** (``no-docker stanza``) at the top of a bash suite: a run that deletes
   it makes the next ``bash t.sh`` run outside. Every shell script that carries it is a source.
 """
