@@ -21,10 +21,26 @@ The body rules are ``transferReader.parseTransferEncoding``, ``fixLength`` and
 * HTTP/1.1 and later: exactly one ``Transfer-Encoding`` line, whose value is ``chunked``
   (ASCII case-insensitive); anything else (two lines, ``chunked, chunked``, ``gzip``, an
   empty value) is answered 501 and the connection ends;
-* every ``Content-Length`` is checked first, chunked or not: all lines the same value, a
-  decimal number below 2**63 (``strconv.ParseUint(cl, 10, 63)``: no sign, not empty).
+* without chunked, every ``Content-Length`` is checked: all lines the same value, a decimal
+  number below 2**63 (``strconv.ParseUint(cl, 10, 63)``: no sign), an empty one none (Go
+  before 1.22); with chunked they are not (older Go deletes them unchecked and executes it).
 Where Go rejects a request the framer does too (``Bad``), so what follows it is recorded as
 the bytes it is, never as requests the engine would not have read.
+
+The head rules are ``readRequest`` (src/net/http/request.go), ``textproto.Reader.ReadMIMEHeader``
+(src/net/textproto/reader.go) and ``conn.readRequest`` (src/net/http/server.go), because a
+stricter head than Go's hides the requests Go executes (rt4 C1, C2):
+* a header line that starts with a space or a tab continues the line before it (obs-fold):
+  the two are joined by one space, each trimmed of spaces and tabs; only the first header
+  line may not be folded (400);
+* a header line needs a colon; the name is what comes before the first one: a token, or
+  empty (Go 1.19 and older skip an empty name; server.go refuses any other non-token name);
+* no limit per line: what limits a head is the connection's read limit,
+  ``Server.MaxHeaderBytes`` (``DefaultMaxHeaderBytes``, 1 MiB: neither dockerd nor podman
+  sets it) plus 4096 bytes of "bufio slop" (``initialReadLimitSize``), counted from where
+  the request's read starts; up to one bufio buffer (4096 bytes) may already be buffered
+  then. So a head Go reads is at most ``MAX_HEAD`` bytes, and the framer takes every head
+  up to that.
 """
 
 from __future__ import annotations
@@ -32,10 +48,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .sniff import Kind, sniff
+from .sniff import MAX_REQUEST_LINE, Kind, sniff
 
-MAX_LINE = 8190  # a request line, header line, chunk-size or trailer line longer than this is bad
-MAX_HEAD = 1 << 16  # request line and headers together (Go allows 1 MiB; no engine client nears 64 KiB)
+MAX_LINE = 8190  # a chunk-size or trailer line longer than this is bad (Go's limit there is 4096)
+GO_MAX_HEADER_BYTES = 1 << 20  # net/http DefaultMaxHeaderBytes
+GO_BUFIO = 4096  # net/http's bufio.Reader size, and its "bufio slop" in initialReadLimitSize
+MAX_HEAD = GO_MAX_HEADER_BYTES + 2 * GO_BUFIO  # the request line, headers and the empty line
 
 _REQUEST_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e\x80-\xff]+) (HTTP/1\.[0-9])")
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -97,24 +115,44 @@ def _connection_tokens(headers: tuple[tuple[bytes, bytes], ...]) -> set[bytes]:
             for token in value.split(b",")}
 
 
+def unfolded(lines: list[bytes]) -> list[bytes] | None:
+    """Header lines as Go's ``readContinuedLineSlice`` reads them: a line that starts with a
+    space or a tab is joined to the one before by one space, both trimmed of spaces and
+    tabs (obs-fold, RFC 9112 §5.2). None: the first line is folded, which Go refuses."""
+    out: list[bytes] = []
+    for line in lines:
+        if line[:1] in (b" ", b"\t"):
+            if not out:
+                return None  # ReadMIMEHeader: "malformed MIME header initial line"
+            out[-1] += b" " + line.strip(b" \t")
+        else:
+            out.append(line.strip(b" \t"))
+    return out
+
+
 def parse_head(head: bytes, offset: int) -> Head | Bad:
     """The request in ``head`` (request line and header lines, without the empty line)."""
     lines = _lines(head)
     match = _REQUEST_LINE.fullmatch(lines[0])
     if match is None:
         return Bad("bad request line", 400, False)
+    logical = unfolded(lines[1:])
+    if logical is None:
+        return Bad("folded first header line", 400, False)
     headers = []
-    for line in lines[1:]:
-        if len(line) > MAX_LINE:
-            return Bad("header line too long", 400, False)
+    for line in logical:
         name, colon, value = line.partition(b":")
-        if not colon or _TOKEN.fullmatch(name) is None:  # also a folded line (obs-fold, RFC 9112 §5.2)
+        if not colon or (name and _TOKEN.fullmatch(name) is None):
             return Bad("bad header line", 400, False)
         headers.append((name, value.strip(b" \t")))
     method, target, version = (part.decode("latin-1") for part in match.groups())
     frozen = tuple(headers)
     codings = [value for name, value in frozen if name.lower() == b"transfer-encoding"]
     lengths = [value for name, value in frozen if name.lower() == b"content-length"]
+    if lengths and not any(lengths):
+        # Go before 1.22 (podman 4.3.1 here is go1.19.8) takes an empty Content-Length for none
+        # (parseContentLength: "" is -1) and executes the request; 1.22 refuses it (400).
+        lengths = []
     tokens = _connection_tokens(frozen)
     # transfer.go shouldClose: HTTP/1.0 keeps the connection only with keep-alive (and no close).
     keep_alive = b"close" not in tokens and (version != "HTTP/1.0" or b"keep-alive" in tokens)
@@ -122,8 +160,10 @@ def parse_head(head: bytes, offset: int) -> Head | Bad:
         codings = []  # transfer.go: "Issue 12785; ignore Transfer-Encoding on HTTP/1.0 requests."
     elif codings and (len(codings) != 1 or codings[0].lower() != b"chunked"):
         return Bad("unsupported Transfer-Encoding", 501, False)
-    # fixLength checks every Content-Length before it looks at chunked.
-    if lengths and not content_length_ok(lengths):
+    # Current Go's fixLength checks every Content-Length before it looks at chunked; older Go's
+    # parseTransferEncoding (1.16, as read) deletes them when chunked first, and executes the
+    # request: so with chunked they are not checked here (one record more than current Go).
+    if lengths and not codings and not content_length_ok(lengths):
         return Bad("bad or conflicting Content-Length", 400, False)
     if codings:
         # Content-Length too: chunked wins, and the connection ends after the answer.
@@ -149,7 +189,7 @@ class Framer:
         self.left = 0  # body or chunk bytes still to come
         self.trailer = 0  # bytes of trailer lines so far
         self.scanned = 0  # bytes of an incomplete head already searched for its end
-        self.line_ok = False  # the incomplete head's request line is complete and HTTP/1.x
+        self.line_ok = False  # the incomplete head's request line is sniffed: HTTP/1.x, or past the window
 
     @property
     def at_boundary(self) -> bool:
@@ -227,23 +267,22 @@ class Framer:
         if not ends:
             self.scanned = len(buf)
             if not self.line_ok:
-                verdict = sniff(bytes(buf[skip:skip + MAX_LINE + 1]))
+                window = bytes(buf[skip:skip + MAX_LINE + 1])
+                verdict = sniff(window)
+                if verdict.kind is Kind.RAW and verdict.summary == "request line too long":
+                    # Go has no limit per line: a request line that is still a request line
+                    # after sniff's window is taken up to MAX_HEAD, and checked whole at its end.
+                    verdict = sniff(window[:MAX_REQUEST_LINE - 1])
                 if verdict.kind is Kind.RAW:
-                    if verdict.raw_kind == "garbage" and verdict.summary == "request line too long":
-                        return self._stop(Bad("request line too long", 400, False))
                     return self._stop(Raw(verdict.raw_kind, verdict.summary))
-                self.line_ok = verdict.kind is Kind.HTTP1
+                self.line_ok = verdict.kind is Kind.HTTP1 or len(window) > MAX_LINE
             if len(buf) - skip > MAX_HEAD:
-                return self._stop(Bad("request head larger than 64 KiB", 400, False))
-            if len(buf) - buf.rfind(b"\n") > MAX_LINE:
-                return self._stop(Bad("header line too long", 400, False))
+                return self._stop(Bad(f"request head larger than {MAX_HEAD} bytes", 431, False))
             return None
         self.scanned, self.line_ok = 0, False
         end = min(ends)
         head = bytes(buf[skip:end])
         first_line = head.split(b"\n", 1)[0]
-        if len(first_line) > MAX_LINE:
-            return self._stop(Bad("request line too long", 400, False))
         if _REQUEST_LINE.fullmatch(first_line.removesuffix(b"\r")) is None:
             verdict = sniff(bytes(buf[skip:skip + MAX_LINE + 1]))
             if verdict.kind is Kind.NEED_MORE:  # the start of an h2 preface
@@ -251,12 +290,13 @@ class Framer:
             if verdict.kind is Kind.RAW:
                 return self._stop(Raw(verdict.raw_kind, verdict.summary))
             return self._stop(Bad("bad request line", 400, False))
+        stop = end + (3 if buf[end + 1] == 0x0D else 2)
+        if stop - skip > MAX_HEAD:
+            return self._stop(Bad(f"request head larger than {MAX_HEAD} bytes", 431, False))
         parsed = parse_head(head, self.consumed)
         if isinstance(parsed, Bad):
             return self._stop(parsed)
-        if end - skip > MAX_HEAD:
-            return self._stop(Bad("request head larger than 64 KiB", 400, False))
-        self._take(end + (3 if buf[end + 1] == 0x0D else 2))
+        self._take(stop)
         if parsed.chunked:
             self.state = _CHUNK_SIZE
         else:

@@ -16,8 +16,9 @@ from enum import Enum
 # gRPC client (containerd, CRI-O, BuildKit) sends first.
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-# the limit for the request line (aiohttp's and llhttp's too); a longer first line is not
-# something a real client sends, so it is recorded raw rather than buffered further.
+# sniff's window: a first line longer than this without its end is "request line too long"
+# here (aiohttp's and llhttp's limit). Go has no limit per line, so the framer takes a longer
+# line that is still a request line on, up to Go's head limit (framing.MAX_HEAD, rt4 C2).
 MAX_REQUEST_LINE = 8190
 
 # RFC 9110 §5.6.2 token characters: what a method may be made of.

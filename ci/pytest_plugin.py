@@ -236,11 +236,11 @@ def _isolate(config: pytest.Config, namespace: object) -> None:
     global _proven_by
     if _proven_by is not None or not _enabled(config, namespace):
         return
-    if getattr(namespace, "version", False):
-        return  # pytest prints its version before it imports any conftest.py
-    # `--help` is re-executed too: pytest imports the initial conftest.py files (`testpaths`'
-    # included) to show their options (red-team pass 4, B6: a conftest.py a run left ran
-    # outside at the next `pytest --help`)
+    # `--help` and `--version` are re-executed as a session is: pytest imports the initial
+    # conftest.py files (`testpaths`' included) to list their options before it prints its help
+    # (red-team pass 4, B6), and its own shortcut for the version is only a lone `--version` on
+    # the command line: `-qV`, `-VV` or a `--version` from addopts/PYTEST_ADDOPTS import the
+    # conftest.py files, or run the whole session (red-team pass 5)
     reexecuted, detail = bool(os.environ.get(REEXEC_VAR)), "no run plan here"
     if reexecuted or not certainly_outside():
         inside, detail = _check()

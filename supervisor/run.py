@@ -435,6 +435,7 @@ class Run:
         self._gate_words = b""  # what the gate wrote on fd 4 (its first word, a refusal)
         self.gate_refusal: str | None = None  # the gate refused CMD after the proof (P7)
         self._gate_said_done = False
+        self.released = False  # "go" was (or may have been) sent: CMD may have run (_release)
         self.keeper: Keeper | None = None  # the thread that spawned bwrap (its death signal's "parent")
         self.mediator: Mediator | None = None  # P12: answers every connect() of the run
         self.sentinel: Sentinel | None = None
@@ -708,6 +709,7 @@ class Run:
                 self.life.hold_launcher()  # before CMD can exist (RunLifecycle.hold_launcher)
             try:
                 if proven:
+                    self.released = True  # before the write: a short one may still have let CMD go
                     os.write(self.go_w, b"go\n")
                     os.write(self.block_w, b"g")
             except OSError:
@@ -980,8 +982,9 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
-def undo_words(undo: object, not_undone: list[str]) -> str:
-    """The end of the P4 line: what was undone, or what is left to inspect (pure)."""
+def undo_words(undo: object, not_undone: list[str], recorded: str | None = None) -> str:
+    """The end of the P4 line: what was undone, or what is left to inspect (pure). RECORDED:
+    the run id whose record (ending/left.py) now stops the next runs there."""
     from .isolation.quarantine import describe, lost_words
 
     done = describe(undo) if undo is not None else ""  # type: ignore[arg-type]
@@ -989,7 +992,8 @@ def undo_words(undo: object, not_undone: list[str]) -> str:
     if not_undone:
         return (f"{done + lost + '; ' if done else ''}NOT undone: {printable(not_undone[0])}"
                 f"{f' (+{len(not_undone) - 1} more)' if len(not_undone) > 1 else ''}; inspect it before "
-                "running git, pytest, pip or a shell there")
+                "running git, pytest, pip or a shell there"
+                + (f"; new runs there refuse until: no-docker end {recorded}" if recorded else ""))
     if done:
         return f"{done}: none of it runs later (look at it there){lost}"
     return "inspect it before running git, pytest, pip or a shell there"
@@ -1267,6 +1271,10 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     with RunLifecycle(list(request.command), max_pids=max_pids, memory_max=request.memory_max,
                       end_timeout=end_timeout,
                       subreaper=True, enter_cgroup_early=True, state=state, work=roots[0]) as life:
+        # Code an earlier run left and could not undo, where this one may write (ending/left.py).
+        from .ending.left import refuse_if_left
+
+        refuse_if_left(state, roots)
         try:
             listing = collect()
         except ListingError as err:
@@ -1281,6 +1289,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         if not sized:
             policy = policy.replace(tmp_size=None)
         markers.refuse_writable_state(state, [policy.work, *policy.rw])
+        refuse_if_left(state, [policy.work, *policy.rw])
         listing_json = listing.to_json()
         plan = encode_plan(plan_items(policy, listing_json, started))
 
@@ -1307,16 +1316,19 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     network_attempts = run.network.attempts() if run.network is not None else 0
     report = run.report_line or ""
     proven = report.startswith("ok ") and run.gate_refusal is None
-    changed = audit.changed()
+    # Only a run whose CMD may have started can have left anything: before the release only the
+    # supervisor's own prover ran, and a walk then would take what others changed meanwhile (in
+    # a shared --rw) for the run's, and undo it (the red-team review, B7).
+    changed = audit.changed() if run.released else {}
     later_code = change_lines(changed)
-    undo, not_undone = None, []
+    undo, not_undone, recorded = None, [], None
     if changed:
         # A 125 alone is walked past (a mutation tool scores it as killed and goes on, and the
         # next `git status` outside runs the planted fsmonitor): undo it, then walk again.
         from .isolation.quarantine import put_back
 
         kept = (*policy.protected, *policy.pinned)
-        undo = put_back(changed, audit.roots, life.run_id, audit.started_ns, kept)
+        undo = put_back(changed, audit.roots, life.run_id, audit.started_ns, kept, walked=audit.walked)
         for _ in range(4):
             lost = {line.split(": ", 1)[0] for line in undo.lost}  # gone, and said so apart
             # What this undo moved into its own quarantine is where it belongs.
@@ -1327,10 +1339,21 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
             # What the first undo revealed (a directory made to look like a repository or a
             # venv hides what is below it from the walk): undone the same way, then again.
             done = len(undo.moved) + len(undo.restored)
-            put_back(left, audit.roots, life.run_id, audit.started_ns, kept, undo)
+            put_back(left, audit.roots, life.run_id, audit.started_ns, kept, undo, walked=audit.walked)
             if len(undo.moved) + len(undo.restored) == done:
                 break
         not_undone = [*undo.failed, *change_lines(left)]
+        if not_undone:
+            # What is left stops the next run there until the user has looked (a 125 alone is
+            # walked past: red-team round 4, B2): a record in the state dir, which no run writes.
+            from .ending import left as left_record
+
+            try:
+                left_record.write(state, life.run_id, audit.roots, not_undone, undo.quarantines)
+                recorded = life.run_id
+            except OSError as err:
+                not_undone.append(f"(the record that stops the next run could not be written: "
+                                  f"{err.strerror or err})")
     # Only the command's refusals: until the verdict they are the prover's own tries.
     refused = ([r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH]
                if run.mediator and proven else [])
@@ -1361,7 +1384,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         print("no-docker: P4 not proven: the run left code that runs later, outside: "
               f"{printable(later_code[0])}"
               f"{f' (+{len(later_code) - 1} more)' if len(later_code) > 1 else ''}; "
-              f"{undo_words(undo, not_undone)}", file=sys.stderr)
+              f"{undo_words(undo, not_undone, recorded)}", file=sys.stderr)
         status = EXIT_NOT_PROVEN
     elif pending:
         status = 128 + pending[0]

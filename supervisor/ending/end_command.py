@@ -13,18 +13,22 @@ import sys
 import time
 
 from ..errors import EXIT_NOT_PROVEN, UsageError
-from . import markers
+from . import left, markers
 from .algorithm import DEFAULT_TIMEOUT, EndReport, end_run
 from .cgroup import RunCgroup
 from .lifecycle import cgroups_removed, target_of
 from .procfs import ProcFS
+from .runs import shown
 
 EXIT_REFUSED = 1
 
 DESCRIPTION = """\
 End leftover runs and prove every process of each gone: runs whose supervisor was killed, or
 that it could not show ended (it then printed this command). The run's marker and cgroups are
-removed once every process is shown gone."""
+removed once every process is shown gone. A run refused for code it left to run later and could
+NOT undo (`no-docker runs` says `left`) has no process left, only a record that stops new runs
+in its work dir: `no-docker end RUN_ID` says what is left and removes the record (--all only
+names it)."""
 
 EPILOG = """\
 examples:
@@ -74,25 +78,47 @@ def main(argv: list[str]) -> int:
     for run_id in args.run_ids:
         if not markers.valid_run_id(run_id):
             raise UsageError(f"end: {run_id!r} is not a run id")
-        if not os.path.isdir(markers.marker_dir(state, run_id)):
+        if not (os.path.isdir(markers.marker_dir(state, run_id))
+                or os.path.lexists(left.record_path(state, run_id))):
             raise UsageError(f"end: no run {run_id} in {state}: it has ended, or the id is wrong "
                              "(no-docker runs lists the runs there are)")
     if not os.path.exists(state):
         print("no-docker: no runs", file=sys.stderr)
         return 0
     markers.ensure_state_dir(state)
-    directories = ([markers.marker_dir(state, r) for r in args.run_ids] if args.run_ids
+    status = _end_left(state, args.run_ids)
+    directories = ([markers.marker_dir(state, r) for r in args.run_ids
+                    if os.path.isdir(markers.marker_dir(state, r))] if args.run_ids
                    else markers.list_markers(state))
+    if args.run_ids and not directories:
+        return status
     if not directories:
         print("no-docker: no runs to end", file=sys.stderr)
         return 0
     procfs = ProcFS()
-    status = 0
     for directory in directories:
         result = end_one(directory, procfs, force=args.force, timeout=args.timeout,
                          skip_live=args.all)
         status = max(status, result)
     return status
+
+
+def _end_left(state: str, run_ids: list[str]) -> int:
+    """Records of code a refused run could not undo (ending/left.py): ``end RUN_ID`` says
+    what is left and removes its record, which lets runs start there again; ``--all`` only
+    names them (the user must have looked: an id is typed for each)."""
+    for doc in left.read_all(state):
+        rid = doc["run_id"]
+        if run_ids and rid not in run_ids:
+            continue
+        if not run_ids:
+            print(f"no-docker: run {rid} {shown(left.words(doc))}; runs there refuse until: "
+                  f"no-docker end {rid}", file=sys.stderr)
+            continue
+        left.clear(state, rid)
+        print(f"no-docker: run {rid} {shown(left.words(doc))}; its record is removed: runs there "
+              "start again (restore what is listed yourself if you have not)", file=sys.stderr)
+    return 0
 
 
 def end_one(directory: str, procfs: ProcFS, *, force: bool, timeout: float, skip_live: bool) -> int:

@@ -43,6 +43,8 @@ columns:
            rebooted  from an earlier boot: nothing of it is left
            elsewhere started in another pid namespace (a state dir shared with a container)
            corrupt   its marker cannot be read
+           left      it was refused for code it left to run later and could NOT undo it:
+                     runs there refuse until `no-docker end RUN_ID` (after you have looked)
   MEMBERS  processes of the run seen now (? when that cannot be told; a lower bound while
            the run's init lives)
   CPU      CPU time (user + system) of those processes; RSS their resident memory
@@ -159,6 +161,16 @@ def describe(state_dir: str, procfs: ProcFS, now: float | None = None) -> list[d
         if status != "running" or rec.state == markers.NOT_PROVEN:
             row["end_would"] = end_would(row, directory)
         rows.append(row)
+    from . import left
+
+    for doc in left.read_all(state_dir):
+        # A refused run's code it could not undo (ending/left.py): no process, a record.
+        rows.append({"run_id": doc["run_id"], "status": "left", "state": "left", "owner_pid": None,
+                     "owner_alive": False, "members": 0, "cpu_seconds": 0.0, "rss_bytes": 0,
+                     "age_seconds": 0.0, "work": (doc.get("roots") or ["?"])[0], "init_pid": None,
+                     "command": [], "cgroup": None, "detail": left.words(doc),
+                     "end_would": f"{left.words(doc)}; new runs there refuse until you have looked and "
+                                  f"run: no-docker end {doc['run_id']}"})
     return rows
 
 

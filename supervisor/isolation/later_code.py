@@ -74,11 +74,42 @@ STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".pr
                  # Hook managers run these at the next commit outside (the red-team review):
                  # pre-commit's `language: system` entries, lefthook commands, husky scripts;
                  # mise runs its hooks and env sources on entering the directory.
-                 ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml",
-                 ".husky", ".githooks", "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml")
+                 ".pre-commit-config.yaml", ".pre-commit-config.yml",
+                 ".husky", ".githooks", "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml",
+                 # lefthook.dev/configuration "Config file name": each format, dotted or not, in
+                 # .config/ (undotted), the -local config merged over it; source_dir and
+                 # source_dir_local hold its scripts (the red-team review, B8: lefthook-local.toml).
+                 *(f"{where}{name}.{ext}" for where in ("", ".", ".config/")
+                   for name in ("lefthook", "lefthook-local")
+                   for ext in ("yml", "yaml", "toml", "json", "jsonc")),
+                 ".lefthook", ".lefthook-local",
+                 # The same kind: overcommit (.overcommit.yml, its .git-hooks/ scripts), husky 4's
+                 # configs, lint-staged's (run by a husky hook at each commit), mise's .config/.
+                 ".overcommit.yml", ".git-hooks", ".huskyrc", ".huskyrc.json", ".huskyrc.js",
+                 "husky.config.js", *(f".lintstagedrc{ext}" for ext in ("", ".json", ".yaml", ".yml", ".js",
+                                                                         ".mjs", ".cjs")),
+                 "lint-staged.config.js", "lint-staged.config.mjs", "lint-staged.config.cjs",
+                 ".config/mise.toml", ".config/mise", ".mise")
 
 
 _NOFOLLOW_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def startup_names_at(root: str) -> tuple[str, ...]:
+    """The ``STARTUP_FILES`` whose first component is an entry of the resolved ROOT (one
+    listing, not a lookup per name: there are 74 of them); all of them when ROOT cannot be
+    listed (each is then looked up, and fails closed as before)."""
+    try:
+        fd = open_nofollow(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)
+    except OSError:
+        return STARTUP_FILES
+    try:
+        names = set(os.listdir(fd))
+    except OSError:
+        return STARTUP_FILES
+    finally:
+        os.close(fd)
+    return tuple(n for n in STARTUP_FILES if n.split("/", 1)[0] in names)
 
 
 def open_nofollow(path: str, flags: int) -> int:
@@ -431,12 +462,17 @@ WALK_DEPTH = 128
 _FILE_LIMIT = 64 << 10  # bytes compared as content; past it (a binary in a venv's bin/): inode and ctime
 _WALK_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _GIT_FILES = ("config", "config.worktree", "commondir", "HEAD")
-_GIT_DIRS = ("hooks", "info")
+# hooks/, info/, and git's in-progress state: `git rebase --continue` runs the `exec` lines of
+# rebase-merge/git-rebase-todo, `git am --continue` and `cherry-pick --continue` go on from
+# rebase-apply/ and sequencer/ (the red-team review, B10): read-only when there before the run
+# (as hooks/), a new or changed one found after it and moved aside.
+_GIT_DIRS = ("hooks", "info", "rebase-merge", "rebase-apply", "sequencer")
 _SITE_CODE = ("sitecustomize", "usercustomize")
 _VENV_MARK = "pyvenv.cfg"  # what makes a directory a virtual environment (site.py reads it)
 # Where what a refused run left is moved aside (quarantine.put_back), at a writable root: not
 # walked (nothing there runs unless someone starts a tool inside it), read-only inside a run.
 QUARANTINE = ".no-docker-quarantine"
+QUARANTINE_BINDS = 16  # per root: read-only inside a run (Survey.protect)
 
 
 def is_quarantine(name: str) -> bool:
@@ -464,6 +500,7 @@ class Survey:
         self.root_configs: list[str] = []  # pytest's / no-docker's config files at the root
         self.stanza_scripts: list[str] = []  # shell scripts that carry the stanza line
         self.quarantines: list[str] = []
+        self.dirs: list[str] = []  # every directory walked (quarantine.put_back: was it there?)
         self.module_dirs: set[str] = set()  # import roots with modules of their own
         self.pycaches: list[str] = []  # their __pycache__, read-only inside (see prepare_pycaches)
         self.import_roots: list[str] = []  # directories Python imports from (besides the root)
@@ -479,7 +516,11 @@ class Survey:
         for gitdir in self.gitdirs:
             paths += [os.path.join(gitdir, n) for n in (*_GIT_FILES, *_GIT_DIRS)]
         paths += self.venvs + self.root_configs + self.stanza_scripts
-        paths += [q for q in self.quarantines if os.path.isdir(q) and not os.path.islink(q)]
+        # The newest quarantines only (their names sort by the run id's time): a run can make
+        # a thousand directories of that name, and each read-only bind costs the next run ~5 ms
+        # (red-team round 4, B2: 1000 decoys, 5.3 s). Every one is walked all the same.
+        quarantines = sorted(q for q in self.quarantines if os.path.isdir(q) and not os.path.islink(q))
+        paths += quarantines[-QUARANTINE_BINDS:]
         paths += self.pycaches
         return [p for p in dict.fromkeys(paths) if os.path.lexists(p) and not os.path.islink(p)]
 
@@ -545,6 +586,7 @@ def _walk(survey: Survey, dir_fd: int, rel: str, depth: int, mode: str) -> None:
     names = {e.name: e for e in entries}
     sources = survey.sources
     path = f"{survey.root}/{rel}" if rel else survey.root
+    survey.dirs.append(path)
     child_modes: dict[str, str] = {}
     dotgit = names.get(".git")
     if dotgit is not None and not dotgit.is_dir(follow_symlinks=False):
@@ -626,8 +668,43 @@ def _tool_sources(survey: Survey, dir_fd: int, rel: str, path: str, names: dict[
         return  # a tool's cache (.hypothesis's examples: thousands of files without a suffix)
     for name in names:
         # d_type only (no stat): a regular file whose name could be a shell script's.
-        if tool_sources.is_stanza_candidate(name) and names[name].is_file(follow_symlinks=False):
+        if names[name].is_symlink():
+            _startup_link(survey, dir_fd, rel, name)
+        elif tool_sources.is_stanza_candidate(name) and names[name].is_file(follow_symlinks=False):
             _stanza_script(survey, dir_fd, rel, path, name)
+
+
+def _startup_link(survey: Survey, dir_fd: int, rel: str, name: str) -> None:
+    """A link that leads to a start-up file: a stanza script (``tests/run.sh -> real.sh``) or a
+    virtual environment (``.venv -> /elsewhere/venv``). What it leads to is read-only inside
+    the run, but the link lives in a writable directory and the run could point it at a script
+    or a venv of its own (red-team round 4, B3/B4): the link itself (its readlink) is a source,
+    so a re-pointed link is a change (moved aside, the old link put back). Only the first link
+    is followed (the kernel follows the rest); never opened if it is not a regular file."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd)
+    except OSError:
+        return  # dangling: it starts nothing
+    leads = False
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            leads = stat.S_ISREG(os.stat(f"{name}/{_VENV_MARK}", dir_fd=dir_fd).st_mode)
+        except OSError:
+            leads = False
+    elif stat.S_ISREG(st.st_mode) and tool_sources.is_stanza_candidate(name):
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:
+            return
+        try:
+            leads = stat.S_ISREG(os.fstat(fd).st_mode) and tool_sources.has_stanza(
+                _read_fd(fd, name, tool_sources.STANZA_HEAD))
+        except OSError:
+            leads = False
+        finally:
+            os.close(fd)
+    if leads:
+        survey.sources[_key(rel, name)] = _kind_at(dir_fd, name)
 
 
 def prepare_pycaches(found: Survey) -> None:
@@ -793,9 +870,18 @@ def survey(root: str, limit: int = WALK_LIMIT, own_venvs: tuple[str, ...] = ()) 
     # Start-up files at the root (DESIGN §7): an .envrc or .vscode/tasks.json the run creates.
     # A plain name is looked up in the root already open (not from / again, twice per run for
     # each name); one with a directory in it through _entry_kind, whose walk follows no link.
+    # A name under a directory (.config/lefthook.yml: 14 of them) only when that directory is
+    # one: _entry_kind, which follows no link, says "absent" for all of them otherwise.
+    first_kinds: dict[str, str] = {}
     for name in STARTUP_FILES:
         if root_fd is not None and "/" not in name:
             found.sources[name] = _kind_at(root_fd, name)
+            continue
+        first = name.split("/", 1)[0]
+        if root_fd is not None and first not in first_kinds:
+            first_kinds[first] = _kind_at(root_fd, first)
+        if root_fd is not None and first_kinds[first] != "dir":
+            found.sources[name] = "absent"
         else:
             found.sources[name] = _entry_kind(os.path.join(root, name))
     if root_fd is None:
@@ -891,6 +977,7 @@ class LaterCodeAudit:
         self.roots: list[str] = []
         self.watched: list[str] = []
         self.before: dict[str, str] = {}
+        self.walked: set[str] = set()  # the directories the before-walk went through
         self.started_ns = 0
 
     def start(self, roots: list[str], watched: list[str], own_venvs: tuple[str, ...] = ()) -> list[Survey]:
@@ -911,6 +998,7 @@ class LaterCodeAudit:
                                 f"{found.sources['(walk)']}",
                                 "make it readable, or choose another --work/--rw")
         self.before = self._combine(surveys)
+        self.walked = {d for found in surveys for d in found.dirs}
         for found in surveys:
             prepare_pycaches(found)
         return surveys

@@ -13,7 +13,14 @@ import sys
 
 from ..errors import NotProven, UsageError
 from ..record import record
-from .later_code import STARTUP_FILES, LaterCodeAudit, git_layout, home_link_targets, realpath
+from .later_code import (
+    STARTUP_FILES,
+    LaterCodeAudit,
+    git_layout,
+    home_link_targets,
+    realpath,
+    startup_names_at,
+)
 from .listing import Listing
 from .policy import (
     FALLBACK_HOME,
@@ -25,7 +32,7 @@ from .policy import (
     is_under,
     mount_layers,
 )
-from .tool_sources import cache_refusal
+from .tool_sources import cache_refusal, startup_refusal
 
 # Always a fresh tmpfs (P3): where engines and session buses put their sockets.
 ALWAYS_HIDDEN = ("/run", "/tmp", "/var/tmp", "/dev/shm")
@@ -237,11 +244,28 @@ def _real_existing(path: str, flag: str) -> str:
     return real
 
 
+def shared_sticky(mode: int) -> bool:
+    """Is a directory of MODE one every user may create files in, each keeping their own
+    (world-writable and sticky: /tmp, /var/tmp, /dev/shm) (pure)?"""
+    return bool(mode & stat.S_IWOTH and mode & stat.S_ISVTX)
+
+
 def _guard_writable(path: str, flag: str) -> None:
     # A writable system directory (or an ancestor of one) would void P4 for everything below.
     for sysdir in ("/", *SYSTEM_DIRS):
         if os.path.lexists(sysdir) and is_under(realpath(sysdir), path):
             raise UsageError(f"{flag} {path}: refused, system directories stay read-only (P4)")
+    # A shared directory holds other users' files: the walk after the run would take what they
+    # change during it for the run's, and move it aside (the red-team review, B7: over --rw /tmp
+    # it moved other sessions' files). The run has a private /tmp of its own already.
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # _real_existing has said what is missing
+    if shared_sticky(mode):
+        raise UsageError(f"{flag} {path}: refused, every user may write there (world-writable, sticky): "
+                         "other users' files would be taken for the run's; the run has a private /tmp, "
+                         "or give a directory of your own inside it (P4)")
 
 
 def writable_roots(request: Request) -> list[str]:
@@ -301,6 +325,10 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
         reason = runs_later_in_home(root, home_real)
         if not reason and not (home_real and is_under(home_real, root)):  # $HOME itself: below
             reason = cache_refusal(root, home_real, environ, work_venvs(work))
+        # What the caller's environment names as start-up code or config (PYTHONUSERBASE,
+        # GIT_CONFIG_GLOBAL, BASH_ENV, XDG_CONFIG_HOME...): the next command outside inherits
+        # that environment and reads it, so a run that may write it leaves code for later (P4).
+        reason = reason or startup_refusal(root, home_real, environ)
         if reason:
             raise UsageError(f"{flag} {root}: refused, {reason} (P4)")
     for root in writable_roots:
@@ -331,7 +359,7 @@ def build_policy(request: Request, listing: Listing, environ: dict[str, str],
     # Start-up files in the work dir run later, outside, when someone's shell starts there
     # (.envrc) or the work dir is someone's home; a symlinked one is protected where it leads.
     for root in writable_roots:
-        for name in STARTUP_FILES:
+        for name in startup_names_at(root):
             path = realpath(os.path.join(root, name))
             if os.path.exists(path) and any(is_under(path, w) for w in writable_roots):
                 protected.append(path)

@@ -78,12 +78,12 @@ def _open_parent(path: str) -> tuple[int, str]:
     return open_nofollow(head, _NOFOLLOW_DIR) if head != "/" else os.open("/", _NOFOLLOW_DIR), name
 
 
-def _mkdirs_at(base_fd: int, rel: str, owner: tuple[int, int]) -> int:
-    """Open (creating, 0700) each directory of REL below BASE_FD, through no link."""
+def _mkdirs_at(base_fd: int, rel: str, owner: tuple[int, int], mode: int = 0o700) -> int:
+    """Open (creating, MODE) each directory of REL below BASE_FD, through no link."""
     fd = os.dup(base_fd)
     for part in [p for p in rel.split("/") if p]:
         try:
-            os.mkdir(part, 0o700, dir_fd=fd)
+            os.mkdir(part, mode, dir_fd=fd)
             try:
                 os.chown(part, *owner, dir_fd=fd, follow_symlinks=False)
             except OSError:
@@ -99,13 +99,17 @@ def _mkdirs_at(base_fd: int, rel: str, owner: tuple[int, int]) -> int:
 
 
 def _quarantine_of(root: str, base_fd: int, run_id: str, owner: tuple[int, int], undo: Undo) -> str:
-    """This run's quarantine at ROOT, relative to it: ``.no-docker-quarantine-RUN-ID``, made
-    here with mkdir(2), which fails on anything already there (``.N`` after it then): never a
-    directory the run could have made and shaped (a repository whose config git would run)."""
+    """This run's quarantine at ROOT, relative to it: ``.no-docker-quarantine-RUN-ID-RANDOM``,
+    made here with mkdir(2), which fails on anything already there: never a directory the run
+    could have made and shaped (a repository whose config git would run). The run can read its
+    own id (/proc/self/mountinfo names /run/no-docker/RUN-ID), so the name ends in 64 random
+    bits made after the run has ended: it cannot be predicted, nor pre-filled by the thousand
+    (red-team round 4, B2); a name taken is only retried with new bits (the bound is for a
+    file system that answers EEXIST to everything, never reached by chance)."""
     if root in undo._dirs:
         return undo._dirs[root]
-    for n in range(1000):
-        name = f"{QUARANTINE}-{run_id}" + (f".{n}" if n else "")
+    for _ in range(1 << 16):
+        name = f"{QUARANTINE}-{run_id}-{os.urandom(8).hex()}"
         try:
             os.mkdir(name, 0o700, dir_fd=base_fd)
         except FileExistsError:
@@ -121,7 +125,10 @@ def _quarantine_of(root: str, base_fd: int, run_id: str, owner: tuple[int, int],
 
 def _move_aside(path: str, root: str, run_id: str, owner: tuple[int, int], undo: Undo) -> bool:
     rel = path[len(root.rstrip("/")) + 1:]
-    parent_fd, name = _open_parent(path)
+    try:
+        parent_fd, name = _open_parent(path)
+    except FileNotFoundError:
+        return True  # its directory is gone (moved away by the run): nothing there to move
     try:
         try:
             os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
@@ -146,8 +153,19 @@ def _move_aside(path: str, root: str, run_id: str, owner: tuple[int, int], undo:
     return True
 
 
-def _put(path: str, how: tuple[str, ...]) -> None:
-    parent_fd, name = _open_parent(path)
+def _put(path: str, how: tuple[str, ...], root: str, owner: tuple[int, int]) -> None:
+    """Put PATH back as HOW says. Its directories are made again (0755, owned like the root)
+    where the run moved them away (``mv examples/demo sub``): else the old place stays empty
+    and the moved copy is what the next tool finds (red-team round 4, B2b)."""
+    try:
+        parent_fd, name = _open_parent(path)
+    except FileNotFoundError:
+        base = open_nofollow(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            rel = path[len(root.rstrip("/")) + 1:]
+            parent_fd, name = _mkdirs_at(base, os.path.dirname(rel), owner, 0o755), os.path.basename(rel)
+        finally:
+            os.close(base)
     try:
         if how[0] == "dir":
             os.mkdir(name, 0o755, dir_fd=parent_fd)
@@ -173,13 +191,17 @@ def _put(path: str, how: tuple[str, ...]) -> None:
 
 
 def put_back(changed: dict[str, tuple[str, str]], roots: list[str], run_id: str,
-             started_ns: int = 0, kept: tuple[str, ...] = (), into: Undo | None = None) -> Undo:
+             started_ns: int = 0, kept: tuple[str, ...] = (), into: Undo | None = None,
+             walked: frozenset[str] | set[str] | None = None) -> Undo:
     """Undo CHANGED ({path: (before, after)} from ``LaterCodeAudit.changed``) in ROOTS.
     STARTED_NS: when the before-walk began; what was not touched since (its ctime, which no
     process can set back, is older) is never moved: a source first named after the run (a
     path a planted git config includes: ``include.path = ../.venv``) is not the run's; nor is
     what the run saw read-only or pinned (KEPT), or a directory holding it (a directory's
-    ctime moves with every entry made in it)."""
+    ctime moves with every entry made in it). WALKED: every directory the before-walk went
+    through; a path whose directory was not one of them was put there by the run, whatever
+    its ctime: files under a directory the run renamed keep theirs (rename(2) sets the ctime
+    of the renamed directory only; red-team round 4, B2b)."""
     undo = into if into is not None else Undo()
     moved_dirs: list[str] = []
     for path in sorted(changed):
@@ -198,7 +220,8 @@ def put_back(changed: dict[str, tuple[str, str]], roots: list[str], run_id: str,
             owner = (st.st_uid, st.st_gid)
             if how == ("dir",) and _is_dir(path):
                 continue  # a directory that is still one: its changed files are undone one by one
-            if started_ns and _untouched_since(path, started_ns):
+            if started_ns and _untouched_since(path, started_ns) and (
+                    walked is None or os.path.dirname(path) in walked):
                 continue
             if any(is_under(k, path) for k in kept):
                 continue  # read-only or pinned inside the run (.git, a venv): never the run's
@@ -209,7 +232,7 @@ def put_back(changed: dict[str, tuple[str, str]], roots: list[str], run_id: str,
             if how is None:
                 undo.lost.append(f"{path}: its earlier content was not kept (over 64 KiB, or not a file)")
             elif how[0] != "absent":
-                _put(path, how)
+                _put(path, how, root, owner)
                 undo.restored.append(path)
         except OSError as err:
             undo.failed.append(f"{path}: {err.strerror or err}")

@@ -24,9 +24,12 @@ options:
                       subdirectory of a git repository, pass the repository's root when CMD
                       needs git or files above it:  --work "$(git rev-parse --show-toplevel)"
   --rw DIR            also writable (repeatable); it must exist: mkdir -p it first.
-                      Not /proc, /sys, /dev or /run (the run has its own), and not a cache
-                      whose content runs later (~/.cache/pip, ~/.npm, ~/.cargo...: give
-                      it as --ro, or let the run use its own throwaway one)
+                      Not /proc, /sys, /dev or /run (the run has its own), not /tmp or
+                      another world-writable sticky dir (a dir of your own in it is fine),
+                      not a cache whose content runs later (~/.cache/pip, ~/.npm,
+                      ~/.cargo...: give it as --ro, or let the run use its own throwaway
+                      one), and not where your environment names start-up code or a config
+                      (PYTHONUSERBASE, GIT_CONFIG_GLOBAL, BASH_ENV, XDG_CONFIG_HOME...)
   --ro PATH           also visible, read-only (repeatable), e.g. a data set outside the work
                       dir: --ro /data/fixtures
   --keep-env NAME     pass the variable NAME in (repeatable), e.g. --keep-env CI. Variables

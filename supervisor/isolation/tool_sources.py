@@ -537,13 +537,128 @@ def _configured_caches(home: str, environ: dict[str, str], prefixes: tuple[str, 
     return found
 
 
+#: Variables of the caller's environment that name code or a config the *next* command outside
+#: reads (it inherits the same environment), each from the tool's own docs: name -> (kind, what).
+#: KIND: "file" (the named file; a root holding it could create or rewrite it), "dir" (a
+#: directory: a root that is, holds or lies inside it), "dirs" (a ``:`` list of directories),
+#: "files" (a list of files, ``:`` or blank separated), "program" (a command line: its first
+#: word when absolute). Found by the red-team review: ``--rw`` of a ``PYTHONUSERBASE`` (its
+#: site-packages' .pth ran at the next ``python3``), of ``GIT_CONFIG_GLOBAL``'s and
+#: ``BASH_ENV``'s directory, of a ``PYTHONPYCACHEPREFIX`` (a forged stdlib .pyc ran).
+STARTUP_VARIABLES: dict[str, tuple[str, str]] = {
+    # python(1) "Environment variables"; site.py (the user site's .pth files run at start-up)
+    "PYTHONUSERBASE": ("dir", "Python's user site (its .pth files run at every start)"),
+    "PYTHONPYCACHEPREFIX": ("dir", "Python's bytecode cache (its .pyc files run as the modules)"),
+    "PYTHONSTARTUP": ("file", "Python's interactive start-up file"),
+    "PYTHONHOME": ("dir", "Python's standard library"),
+    # git-config(1) "ENVIRONMENT", "Configuration from environment"; git(1) "ENVIRONMENT VARIABLES"
+    "GIT_CONFIG_GLOBAL": ("file", "git's global config"),
+    "GIT_CONFIG_SYSTEM": ("file", "git's system config"),
+    "GIT_CONFIG": ("file", "git config's file"),
+    "GIT_EXEC_PATH": ("dir", "git's own commands"),
+    "GIT_TEMPLATE_DIR": ("dir", "git's templates (hooks copied by git init and clone)"),
+    "GIT_SSH": ("program", "git's ssh"), "GIT_SSH_COMMAND": ("program", "git's ssh"),
+    "GIT_ASKPASS": ("program", "git's askpass"), "SSH_ASKPASS": ("program", "ssh's askpass"),
+    "GIT_EDITOR": ("program", "git's editor"), "GIT_SEQUENCE_EDITOR": ("program", "git's editor"),
+    "GIT_PAGER": ("program", "git's pager"), "GIT_EXTERNAL_DIFF": ("program", "git's diff"),
+    "EDITOR": ("program", "the editor"), "VISUAL": ("program", "the editor"),
+    "PAGER": ("program", "the pager"), "SHELL": ("program", "the shell"),
+    # bash(1) "INVOCATION" (BASH_ENV: every non-interactive bash; ENV: sh, bash --posix);
+    # zsh(1) "STARTUP/SHUTDOWN FILES" (ZDOTDIR holds .zshenv, read by every zsh)
+    "BASH_ENV": ("file", "bash's start-up file"), "ENV": ("file", "sh's start-up file"),
+    "ZDOTDIR": ("dir", "zsh's start-up files"),
+    # XDG Base Directory Specification: git's config, fish, systemd user units, autostart...
+    "XDG_CONFIG_HOME": ("dir", "the user's configs (git's, fish's, systemd's, pip's...)"),
+    "XDG_CONFIG_DIRS": ("dirs", "the system's configs (autostart, pip's...)"),
+    "XDG_DATA_HOME": ("dir", "the user's data (pipx, virtualenv's seed wheels, pnpm...)"),
+    "XDG_DATA_DIRS": ("dirs", "the system's data"),
+    # pip's and uv's own config files (pip docs "Configuration"; uv docs "Configuration files")
+    "PIP_CONFIG_FILE": ("file", "pip's config"), "UV_CONFIG_FILE": ("file", "uv's config"),
+    # npm-config(7): userconfig/globalconfig (node-options, script-shell), prefix (global bin)
+    "NPM_CONFIG_USERCONFIG": ("file", "npm's config"), "npm_config_userconfig": ("file", "npm's config"),
+    "NPM_CONFIG_GLOBALCONFIG": ("file", "npm's config"), "npm_config_globalconfig": ("file", "npm's config"),
+    "NPM_CONFIG_PREFIX": ("dir", "npm's global packages"),
+    "npm_config_prefix": ("dir", "npm's global packages"),
+    # ld.so(8): loaded into every dynamically linked program
+    "LD_PRELOAD": ("files", "the dynamic loader's preloaded libraries"),
+    # lefthook.dev "LEFTHOOK_CONFIG": the main config, read at every hook
+    "LEFTHOOK_CONFIG": ("file", "lefthook's config"),
+    # curl(1) --config's default place; wget(1) "Startup File"
+    "CURL_HOME": ("dir", "curl's .curlrc"), "WGETRC": ("file", "wget's start-up file"),
+}
+#: git's configuration from the environment (git-config(1) "GIT_CONFIG_COUNT"): a value that
+#: is an absolute path (``include.path``, ``core.hooksPath``, ``core.fsmonitor``) is code too.
+GIT_CONFIG_COUNT_LIMIT = 1000
+
+
+def startup_paths(home: str, environ: dict[str, str]) -> list[tuple[str, str, bool, str]]:
+    """(variable, path, is a directory, what it is) for every absolute path ENVIRON's start-up
+    variables (``STARTUP_VARIABLES``, ``GIT_CONFIG_VALUE_<n>``) name; ``~/`` is HOME's (pure)."""
+    named: list[tuple[str, str, str, str]] = []
+    for variable, (kind, what) in STARTUP_VARIABLES.items():
+        value = environ.get(variable, "")
+        if not value:
+            continue
+        if kind == "program":
+            words = value.split()[:1]
+        elif kind in ("dirs", "files"):
+            words = value.replace(" ", ":").split(":") if kind == "files" else value.split(":")
+        else:
+            words = [value]
+        named += [(variable, w, kind, what) for w in words]
+    try:
+        count = min(int(environ.get("GIT_CONFIG_COUNT", "0") or "0"), GIT_CONFIG_COUNT_LIMIT)
+    except ValueError:
+        count = 0  # git refuses it too ("bogus count in GIT_CONFIG_COUNT")
+    for i in range(max(count, 0)):
+        key = environ.get(f"GIT_CONFIG_KEY_{i}", "")
+        value = environ.get(f"GIT_CONFIG_VALUE_{i}", "").strip().strip("'\"")
+        named += [(f"GIT_CONFIG_VALUE_{i}", w, "dir", f"git's {key or 'config'}") for w in value.split()[:1]]
+    # GIT_CONFIG_PARAMETERS: what `git -c key=value` passes to the git processes it starts, in
+    # shell quoting ('core.hookspath'='/x'); a parent's `-c` reaches the next git through it.
+    pairs: list[str] = []
+    if environ.get("GIT_CONFIG_PARAMETERS"):
+        import shlex  # only then: not on every run's start-up path
+
+        try:
+            pairs = shlex.split(environ["GIT_CONFIG_PARAMETERS"])
+        except ValueError:
+            pass  # git refuses it too ("bogus format in GIT_CONFIG_PARAMETERS")
+    for pair in pairs[:GIT_CONFIG_COUNT_LIMIT]:
+        key, _, value = pair.partition("=")
+        named += [("GIT_CONFIG_PARAMETERS", w, "dir", f"git's {key}") for w in value.split()[:1]]
+    found = []
+    for variable, word, kind, what in named:
+        if word.startswith("~/") and home and home != "/":
+            word = os.path.join(home, word[2:])
+        if word.startswith("/"):
+            found.append((variable, os.path.normpath(word), kind not in ("file", "files", "program"), what))
+    return found
+
+
+def startup_refusal(path: str, home: str, environ: dict[str, str]) -> str | None:
+    """Why the resolved PATH must not be writable inside a run: it is, holds, or (for a
+    directory) lies inside a path the caller's environment names as start-up code or a config
+    for the next command outside (``startup_paths``), resolved as the caller's tools resolve
+    it; or None."""
+    root = path.rstrip("/") or "/"
+    for variable, named, is_dir, what in startup_paths(home, environ):
+        for candidate in dict.fromkeys((named, os.path.realpath(named))):
+            holds = candidate == root or candidate.startswith(root + "/")
+            inside = is_dir and root.startswith(candidate.rstrip("/") + "/")
+            if holds or inside:
+                how = ("it is" if candidate == root else "it lies inside" if inside and not holds
+                       else "it holds")
+                return (f"{how} {candidate}, which "
+                        f"{variable} names as {what} for the next command outside (it inherits this "
+                        f"environment); give it as --ro, or point {variable} elsewhere")
+    return None
+
 def cache_refusal(path: str, home: str, environ: dict[str, str],
                   prefixes: tuple[str, ...] = ()) -> str | None:
     """Why the resolved PATH must not be writable inside a run: it is, holds, or is inside a
-    cache (or a find-links directory, a local index, a file pip reads at its start-up) whose
-    content runs later, outside; or None. PREFIXES: venvs whose own pip.conf counts (those of
-    the work dir). Where pip's or uv's configuration cannot be read as they read it, every
-    writable root is refused (fail closed)."""
+    cache (or a find-links directory) whose content runs later, outside; or None. PREFIXES:
+    venvs whose own pip.conf counts (those of the work dir)."""
     caches: dict[str, tuple[str, str]] = {}
     if home and home != "/":
         for rel, tool in CODE_CACHES.items():
@@ -557,6 +672,8 @@ def cache_refusal(path: str, home: str, environ: dict[str, str],
         value = environ.get(variable, "")
         if value.startswith("/"):
             caches[os.path.normpath(value)] = (tool, "cache")
+    # What pip's and uv's configuration names: also local indexes and the files pip reads at
+    # its start-up. Where it cannot be read as they read it, every root is refused (fail closed).
     configured = configured_caches(home, environ, prefixes)
     if "" in configured:
         return (f"no-docker cannot tell what pip or uv installs from later, outside: {configured['']}; "

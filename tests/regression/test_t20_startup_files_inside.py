@@ -16,8 +16,13 @@ def digest(path: Path) -> str:
 
 def test_bash_env_and_startup_files(tmp_path):
     require_bwrap()
-    marker = tmp_path / "bash-env-ran"
-    evil = tmp_path / "evil-bash-env.sh"
+    # The start-up file outside the work dir (a writable root that holds what BASH_ENV names is
+    # refused: T-78), visible inside read-only, so that a BASH_ENV that crossed would run it.
+    work = tmp_path / "w"
+    work.mkdir()
+    (tmp_path / "ro").mkdir()
+    marker = work / "bash-env-ran"
+    evil = tmp_path / "ro" / "evil-bash-env.sh"
     evil.write_text(f"touch {marker}\n")
     home = Path(os.path.realpath(os.environ["HOME"]))
     files = [home / ".bashrc", home / ".profile", home / ".zshenv"]
@@ -27,7 +32,7 @@ def test_bash_env_and_startup_files(tmp_path):
     # Appends a harmless `touch` of the test's own marker; restored below if it ever lands.
     script = "; ".join(f"echo 'touch {marker}' >> {p}" for p in files) + "; bash -c true; sh -c true"
     try:
-        result = run(["--quiet", "--", "bash", "-c", script], cwd=tmp_path, env=env)
+        result = run(["--quiet", "--ro", str(tmp_path / "ro"), "--", "bash", "-c", script], cwd=work, env=env)
         assert result.returncode == 0, result.stderr
         assert not marker.exists(), "BASH_ENV/ENV set outside ran inside the run"
         assert {p: digest(p) for p in files} == before, "a start-up file outside was changed"

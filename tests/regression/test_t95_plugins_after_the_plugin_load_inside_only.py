@@ -102,16 +102,24 @@ def test_an_environment_plugin_found_later_is_imported_inside_only(tmp_path: Pat
     assert where_each_ran(root) == ["slowplug", "conftest", "test"]  # once each, inside
 
 
-def test_help_imports_the_projects_conftest_files_inside_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flag, imported", [
+    ("--help", ["conftest", "tests-conftest"]),
+    ("-VV", ["conftest", "tests-conftest"]),
+    ("-qV", ["conftest", "test", "tests-conftest"]),
+])
+def test_help_and_version_import_the_projects_conftest_files_inside_only(
+        tmp_path: Path, flag: str, imported: list[str]) -> None:
     """``pytest --help`` imports the initial conftest.py files (``testpaths``' too) to show their
-    options: with the isolation asked for, it is re-executed as a session is (red-team pass 4,
-    B6: a conftest.py a run left in tests/ ran outside at the next ``pytest --help``)."""
+    options, ``-VV`` to list the plugins, and ``-qV`` runs the whole session (pytest's shortcut is
+    only a lone ``--version``): with the isolation asked for, each is re-executed as a session is
+    (red-team passes 4 and 5: a conftest.py a run left in tests/ ran outside at the next
+    ``pytest --help``, ``-VV`` or ``-qV``)."""
     root = make_project(tmp_path / "p", "no_docker = true\ntestpaths = tests")
     (root / "tests").mkdir()
     (root / "tests" / "conftest.py").write_text(
         "import os, sys\nsys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))\n"
         + PLUG.format(name="tests-conftest"))
-    proc = session(root, [sys.executable, "-m", "pytest", "--help"], {})
+    (root / "tests" / "test_view.py").write_text((root / "test_view.py").read_text())
+    proc = session(root, [sys.executable, "-m", "pytest", flag], {})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "--no-docker" in proc.stdout
-    assert sorted(where_each_ran(root)) == ["conftest", "tests-conftest"]
+    assert sorted(where_each_ran(root)) == imported

@@ -26,8 +26,11 @@ import socket
 from dataclasses import dataclass
 
 import pytest
-from no_docker.canary.framing import Bad, Body, End, Framer, Head, Raw, parse_head
+from hypothesis import HealthCheck, example, given, settings
+from no_docker.canary.framing import MAX_HEAD, Bad, Body, End, Framer, Head, Raw, parse_head
 from no_docker.canary.process import started_canary
+
+from tests.canary_wire_model import FRAMINGS, GO_BUFIO, GO_READ_LIMIT, go_reads
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,13 @@ RECORDED_THOUGH_GO_REJECTS = {
     "bad/connect-host": one("CONNECT", "[]%20%48%54%54%50%2f%31%2e%31%0a%4d%79%48%65%61%64%65%72%3a"
                                        "%20%31%32%33%0a%0a"),
     "err/10-two-hosts": one("HEAD", "/"),
+    # Current Go checks every Content-Length before chunked; older Go (1.16, as read) deletes them
+    # unchecked in parseTransferEncoding and executes the request, so the canary takes the head
+    # and waits for the chunked body (the request is recorded, unanswered, when the connection ends).
+    # Go 1.22 refuses an empty Content-Length; before it (podman 4.3.1's go1.19.8) it is none.
+    "cl/empty": one("POST", "/"),
+    "issue27/1.1-chunked-and-conflicting-lengths": Go(()),
+    "issue27/1.1-chunked-and-bad-length": Go(()),
 }
 
 # Go answers these 400 (a malformed request line); the canary, which sees that no request
@@ -217,7 +227,7 @@ def test_never_fewer_requests_than_go_reads_and_every_rejection_is_a_bad():
 
 @pytest.mark.parametrize("value, ok", [
     (b"0", True), (b"3", True), (b"010", True), (b"9223372036854775807", True),
-    (b"9223372036854775808", False), (b"", False), (b"+3", False), (b"-3", False), (b"0x3", False),
+    (b"9223372036854775808", False), (b"+3", False), (b"-3", False), (b"0x3", False),
     (b"3 3", False), (b"\xd9\xa3", False),  # ARABIC-INDIC DIGIT THREE: not an ASCII digit
 ])
 def test_content_length_values_as_strconv_parseuint_10_63(value, ok):
@@ -225,6 +235,13 @@ def test_content_length_values_as_strconv_parseuint_10_63(value, ok):
     assert isinstance(parsed, Head) == ok, parsed
     if ok:
         assert isinstance(parsed, Head) and parsed.length == int(value)
+
+
+def test_an_empty_content_length_is_none_as_go_before_1_22_reads_it():
+    # parseContentLength before Go 1.22: "" is -1, no Content-Length, and the request runs.
+    parsed = parse_head(b"POST / HTTP/1.1\r\nContent-Length: ", 0)
+    assert isinstance(parsed, Head) and parsed.length == 0 and not parsed.chunked
+    assert isinstance(parse_head(b"POST / HTTP/1.1\r\nContent-Length:\r\nContent-Length: 3", 0), Bad)
 
 
 @pytest.mark.parametrize("version, keep_alive", [
@@ -262,3 +279,48 @@ def test_the_delete_hidden_in_an_http_1_0_chunk_is_a_request_record(tmp_path, co
     # canary records the DELETE either way (unanswered then): never fewer than Go executes.
     assert answer.count(b"HTTP/1.0 ") == answers
     assert records[1]["status"] == (204 if answers == 2 else 0)
+
+
+def heads_and_bodies(data: bytes) -> list[tuple[str, str, bytes]]:
+    """Every request the framer gives a head for (the canary records each), with its body so far."""
+    framer = Framer()
+    framer.feed(data)
+    out: list[tuple[str, str, bytes]] = []
+    while (event := framer.next_event()) is not None:
+        if isinstance(event, Head):
+            out.append((event.method, event.target, b""))
+        elif isinstance(event, Body):
+            method, target, body = out[-1]
+            out[-1] = (method, target, body + event.data)
+        elif isinstance(event, Bad | Raw):
+            break
+    return out
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(FRAMINGS)
+@example(b"GET /_ping HTTP/1.1\r\nHost: d\r\nX-A: a\r\n b\r\n\r\nDELETE /containers/web?force=1 HTTP/1.1\r\n"
+         b"Host: d\r\n\r\n")  # rt4 C1
+@example(b"DELETE /containers/web?force=1&pad=" + b"A" * 9000 + b" HTTP/1.1\r\nHost: d\r\n\r\n")  # rt4 C2
+@example(b"POST /build HTTP/1.1\r\nHost: d\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n"
+         b"Content-Length: 2\r\n\r\n0\r\n\r\nDELETE /containers/web?force=1 HTTP/1.1\r\nHost: d\r\n\r\n")
+def test_differential_never_fewer_requests_than_the_go_model_executes(data):
+    # rt4 C1/C2: the model of Go's server (tests/canary_wire_model.py, written from the Go source)
+    # says which requests dockerd/podman execute of these bytes; the canary's must start with them.
+    go = go_reads(data)
+    assert heads_and_bodies(data)[:len(go.requests)] == list(go.requests), go
+
+
+@pytest.mark.parametrize("later", [False, True])
+def test_a_head_at_gos_read_limit_is_a_request_and_one_past_it_go_refuses(later):
+    # The largest head Go reads: its read limit (1 MiB + 4096), plus, for a request after the
+    # first, the 4096 bytes of its bufio buffer that may hold it already.
+    before = b"GET /_ping HTTP/1.1\r\nHost: d\r\n\r\n" if later else b""
+    limit = GO_READ_LIMIT + (GO_BUFIO if later else 0)
+    start = b"DELETE /containers/web?force=1 HTTP/1.1\r\nHost: d\r\nX-Pad: "
+    at_limit = start + b"a" * (limit - len(start) - 4) + b"\r\n\r\n"
+    assert len(at_limit) == limit <= MAX_HEAD
+    assert len(go_reads(before + at_limit).requests) == 1 + later
+    assert heads_and_bodies(before + at_limit)[-1][:2] == ("DELETE", "/containers/web?force=1")
+    past = go_reads(before + at_limit[:-4] + b"a\r\n\r\n")
+    assert (len(past.requests), past.rejects) == (int(later), 431)

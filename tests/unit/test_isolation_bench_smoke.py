@@ -36,7 +36,8 @@ def test_bench_run_prints_medians_cpu_ratios_and_targets(tmp_path):
     assert set(doc["median_ms"]) | set(doc["missing"]) == NAMES
     assert "no_docker/bwrap_same_flags" in doc["ratios"]["wall"]
     assert "no_docker/bwrap_same_flags" in doc["ratios"]["cpu"]
-    assert set(doc["targets"]) == {"wall_at_most_30_ms", "wall_below_firejail", "cpu_at_most_1_5x_firejail"}
+    assert set(doc["targets"]) == {"wall_at_most_30_ms", "wall_below_firejail", "cpu_at_most_1_5x_firejail",
+                                   "cpu_at_most_4x_firejail", "wall_at_most_6x_bwrap"}
     if "firejail" in doc["median_ms"]:
         assert all(row["met"] in (True, False) for row in doc["targets"].values())
     else:  # absent: said so, and the targets against it are not judged

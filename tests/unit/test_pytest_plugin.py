@@ -341,12 +341,18 @@ def test_help_with_the_flag_loads_conftest_inside_only(tmp_path: Path) -> None:
     assert all(v["pidns"] != outside_view()["pidns"] for v in seen), seen
 
 
-def test_version_with_the_flag_imports_no_conftest_and_starts_no_run(tmp_path: Path) -> None:
+@needs_bwrap
+@pytest.mark.parametrize("args, env", [(["--version"], {}), (["-qV"], {}), (["-VV"], {}),
+                                       ([], {"PYTEST_ADDOPTS": "--version"})])
+def test_version_with_the_flag_imports_nothing_outside(tmp_path: Path, args: list[str], env: dict) -> None:
+    """pytest's own shortcut is only a lone ``--version``; ``-qV`` runs the whole session, ``-VV``
+    imports the conftest.py files (red-team pass 5): each is re-executed as a session is."""
     root = make_project(tmp_path / "p")
-    proc = pytest_run(root, "--no-docker", "--version")
+    proc = pytest_run(root, "--no-docker", *args, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "pytest" in proc.stdout + proc.stderr and "no-docker: run" not in proc.stderr
-    assert views(root) == []
+    if args == ["-qV"]:
+        assert views(root), "-qV ran no session here: this case tests nothing"
+    assert all(v["pidns"] != outside_view()["pidns"] for v in views(root)), views(root)
 
 
 def test_a_plugin_registered_before_pytest_read_its_ini_is_decided_by_the_late_hook(tmp_path: Path) -> None:

@@ -168,6 +168,44 @@ def test_plain_ini_answers_for_the_usual_pip_conf():
                                                                                   ("find-links", "/opt/b")]
 
 
+def test_startup_refusal_names_the_variable_for_is_holds_and_inside():
+    env = {"PYTHONUSERBASE": "/data/ub", "GIT_CONFIG_GLOBAL": "/data/x/gc", "BASH_ENV": "~/b/env.sh",
+           "LD_PRELOAD": "/opt/l/a.so /opt/m/b.so", "XDG_CONFIG_DIRS": "/etc/xdg:/data/xdg",
+           "EDITOR": "/data/bin/ed --wait"}
+    assert "PYTHONUSERBASE" in ts.startup_refusal("/data/ub", "/home/u", env)  # is
+    assert "PYTHONUSERBASE" in ts.startup_refusal("/data/ub/lib", "/home/u", env)  # inside a dir
+    assert "PYTHONUSERBASE" in ts.startup_refusal("/data", "/home/u", env)  # holds
+    assert "GIT_CONFIG_GLOBAL" in ts.startup_refusal("/data/x", "/home/u", env)  # holds a file
+    assert ts.startup_refusal("/data/x/sub", "/home/u", env) is None  # beside a file: nothing
+    assert "BASH_ENV" in ts.startup_refusal("/home/u/b", "/home/u", env)  # ~/ is $HOME's
+    assert "LD_PRELOAD" in ts.startup_refusal("/opt/m", "/home/u", env)  # each of a list
+    assert "XDG_CONFIG_DIRS" in ts.startup_refusal("/data/xdg/git", "/home/u", env)
+    assert "EDITOR" in ts.startup_refusal("/data/bin", "/home/u", env)  # a program's first word
+    assert ts.startup_refusal("/srv/w", "/home/u", env) is None
+    assert ts.startup_refusal("/data/ubx", "/home/u", env) is None  # a prefix is not a parent
+
+
+def test_startup_refusal_reads_git_config_from_the_environment():
+    env = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "me",
+           "GIT_CONFIG_KEY_1": "include.path", "GIT_CONFIG_VALUE_1": "/data/inc.cfg"}
+    assert "GIT_CONFIG_VALUE_1" in ts.startup_refusal("/data", "/home/u", env)
+    assert ts.startup_refusal("/data", "/home/u", {**env, "GIT_CONFIG_COUNT": "bogus"}) is None
+    assert ts.startup_refusal("/data", "/home/u", {}) is None
+    params = {"GIT_CONFIG_PARAMETERS": "'user.name'='me' 'core.hookspath'='/data/hooks'"}
+    assert "GIT_CONFIG_PARAMETERS" in ts.startup_refusal("/data", "/home/u", params)
+    assert ts.startup_refusal("/data", "/home/u", {"GIT_CONFIG_PARAMETERS": "'unclosed"}) is None
+
+
+def test_shared_sticky_is_world_writable_and_sticky():
+    import stat
+
+    from no_docker.supervisor.isolation.plan import shared_sticky
+
+    assert shared_sticky(stat.S_IFDIR | 0o1777)
+    assert not shared_sticky(stat.S_IFDIR | 0o0777)  # no sticky bit: not the shared kind
+    assert not shared_sticky(stat.S_IFDIR | 0o1755)
+
+
 # rt5 #3 (T-80): path_settings against pip's own reading of the same file: pip's parser class
 # (configuration._RawConfigParser: its key normalisation), read from a file as pip reads it
 # (text mode: CR line ends), each value split as pip's optparse defaults split it, and each
