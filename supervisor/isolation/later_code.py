@@ -661,6 +661,9 @@ def _tool_sources(survey: Survey, dir_fd: int, rel: str, path: str, names: dict[
         named = [n for n in names if tool_sources.named_module(n) or n.endswith(tool_sources.DIST_SUFFIXES)]
         if named:
             _importable_sources(survey, dir_fd, rel, path, {n: names[n] for n in named}, strict=False)
+    for name in names:
+        if name[-1:] == ":" and tool_sources.url_named(name):  # pip takes https:/... as a path
+            sources[_key(rel, name)] = _kind_at(dir_fd, name)
     if rel and not tool_sources.STANZA_SKIP_DIRS.isdisjoint(rel.split("/")):
         return  # a tool's cache (.hypothesis's examples: thousands of files without a suffix)
     for name in names:

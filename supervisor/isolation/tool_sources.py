@@ -24,7 +24,11 @@ module names the rest, each from the tool's own documentation or source, so that
   modules, mutated in place by mutation tools, are not sources.
 - **pip** reads ``pip.conf`` in a virtual environment's root (``sys.prefix``; pip docs,
   "Configuration: Location"), and installs from its caches: a whole venv is read-only inside
-  a run, and a code cache may not be writable (``CODE_CACHES``).
+  a run, and a code cache may not be writable (``CODE_CACHES``). What pip's and uv's own
+  configuration names (``configured_caches``: caches, find-links, local indexes, constraints
+  files and what their lines name) is read as the tools read it (``path_settings``, compared
+  with pip's own parser in tests/unit/test_tool_sources.py) and may not be writable either; a
+  configuration no-docker cannot read so is "cannot tell": refused (T-80).
 - **the stanza line** (``no-docker stanza``) at the top of a bash suite: a run that deletes
   it makes the next ``bash t.sh`` run outside. Every shell script that carries it is a source.
 """
@@ -170,33 +174,121 @@ PIP_CONFIGS = ("/etc/pip.conf", "/etc/xdg/pip/pip.conf", "~/.config/pip/pip.conf
 UV_CONFIGS = ("/etc/uv/uv.toml", "~/.config/uv/uv.toml")
 
 
-#: Settings that name a directory whose content pip or uv installs: its caches, and the
-#: local directories it installs from (``find-links``, a ``file://`` index: a planted wheel
-#: there is installed by the next ``pip install`` outside, measured).
-PATH_SETTINGS = {"cache-dir": "cache", "find-links": "find-links directory", "index-url": "local index",
-                 "extra-index-url": "local index"}
+#: pip's options whose values name what the next ``pip install`` outside installs or runs (pip
+#: 26.3 ``cli/cmdoptions.py``, every long name of each: pip looks a config key up as ``"--" +
+#: key``; tests/unit/test_tool_sources.py compares this table with pip's own parser): its
+#: caches, the local directories and indexes it installs from (a planted wheel there is installed
+#: by the next ``pip install`` outside, measured), the files whose lines add more of them
+#: (``-c``/``-r`` files: ``--find-links``, ``-e``, a local path), the interpreter it re-runs
+#: itself with. Values are (what it is, split on whitespace: pip's ``append`` options).
+PIP_PATH_OPTIONS: dict[str, tuple[str, bool]] = {
+    "cache-dir": ("cache", False), "find-links": ("find-links directory", True),
+    "index-url": ("local index", False), "pypi-url": ("local index", False),
+    "extra-index-url": ("local index", True), "constraint": ("constraints file", True),
+    "build-constraint": ("constraints file", True), "requirement": ("requirements file", True),
+    "requirements-from-script": ("requirements script", True), "editable": ("editable project", True),
+    "src": ("source directory", False), "source": ("source directory", False),
+    "source-dir": ("source directory", False), "source-directory": ("source directory", False),
+    "python": ("interpreter", False),
+}
+#: uv's settings (uv.toml keys, uv docs "Settings"; ``url`` of an ``[[index]]`` table) and
+#: variables (uv docs "Environment variables": lists split on whitespace, UV_FIND_LINKS on commas).
+UV_PATH_SETTINGS = {"cache-dir": "cache", "find-links": "find-links directory", "index-url": "local index",
+                    "extra-index-url": "local index", "url": "local index",
+                    "python-install-dir": "managed Pythons", "tool-dir": "tools"}
+UV_VARIABLES = {"UV_FIND_LINKS": "find-links directory", "UV_INDEX": "local index",
+                "UV_DEFAULT_INDEX": "local index", "UV_INDEX_URL": "local index",
+                "UV_EXTRA_INDEX_URL": "local index", "UV_CONSTRAINT": "constraints file",
+                "UV_BUILD_CONSTRAINT": "constraints file", "UV_OVERRIDE": "constraints file",
+                "UV_PYTHON_INSTALL_DIR": "managed Pythons", "UV_TOOL_DIR": "tools"}
+#: Kept for callers that ask which settings name a directory (pip's names).
+PATH_SETTINGS = {name: what for name, (what, _) in PIP_PATH_OPTIONS.items()}
+#: A config or requirements file larger than this is not read: "cannot tell" (pip has no limit).
+CONFIG_LIMIT = 1 << 22
+#: pip reads ``-r``/``-c`` files named in ``-r``/``-c`` files: how many no-docker follows.
+REQUIREMENT_FILES_LIMIT = 64
+#: Options of a requirements file line whose value names a file or a directory (pip's
+#: ``req/req_file.py`` SUPPORTED_OPTIONS): what the value is.
+_REQ_FILE_OPTIONS = {"-r": "requirements file", "--requirement": "requirements file",
+                     "-c": "constraints file", "--constraint": "constraints file",
+                     "-e": "editable project", "--editable": "editable project",
+                     "-f": "find-links directory", "--find-links": "find-links directory",
+                     "-i": "local index", "--index-url": "local index", "--extra-index-url": "local index"}
 
 
-def _setting_words(value: object) -> list[str]:
+class CannotTell(Exception):
+    """A pip or uv configuration no-docker cannot read as the tool reads it."""
+
+
+def pip_key(name: str) -> str:
+    """A config key or a PIP_ variable's name as pip normalises it (pip ``configuration.py``
+    ``_normalize_name``: lower case, ``_`` as ``-``, one leading ``--`` dropped) (pure)."""
+    name = name.lower().replace("_", "-")
+    return name[2:] if name.startswith("--") else name
+
+
+def local_location(word: str) -> str | None:
+    """The local path a find-links/index/requirement word names, as pip takes it (pure):
+    a ``file:`` URL in any spelling pip accepts (``file:/P``, ``file:///P``,
+    ``file://localhost/P``, ``%``-escapes: ``utils/urls.py`` ``url_to_path``; any case of the
+    scheme and a VCS ``git+file:``, which requests and pip's VCS support also serve), a plain
+    path (maybe relative or ``~``); None for a remote URL."""
+    scheme, colon, rest = word.partition(":")
+    if colon and len(scheme) > 1 and scheme[0].isalpha() and all(c.isalnum() or c in "+-." for c in scheme):
+        if not scheme.lower().endswith("file"):
+            return None  # http(s), ftp, a VCS over the network: nothing of this machine's
+        if rest.startswith("//"):
+            # any host: pip refuses a non-local one on Linux, no-docker takes its path anyway
+            slash = rest.find("/", 2)
+            rest = rest[slash:] if slash >= 0 else "/"
+        rest = rest.split("#", 1)[0].split("?", 1)[0]
+        if "%" in rest:
+            from urllib.parse import unquote
+
+            rest = unquote(rest)
+        return rest or None
+    return word or None
+
+
+#: pip's options of ``type="path"``: the value is a path as written (``~`` expanded), never a URL.
+_PATH_TYPED = frozenset({"cache-dir", "src", "source", "source-dir", "source-directory", "python"})
+
+
+def _words(value: object, split: bool, literal: bool = False) -> list[str]:
     values = value if isinstance(value, list) else [value]
-    words = []
+    words: list[str] = []
     for item in values:
-        for word in str(item).split():  # pip splits find-links on whitespace
-            word = word.strip("'\"")
-            if word.startswith("file://"):
-                word = word[len("file://"):]
-            elif "://" in word:
-                continue  # a remote index: nothing of this machine's
-            if word:
-                words.append(word)
+        text = str(item)
+        for word in (text.split() if split else [text.strip()]):
+            for form in dict.fromkeys((word, word.strip("'\""))):  # pip keeps quotes: both
+                where = form if literal else local_location(form)
+                if where:
+                    words.append(where)
     return words
 
 
+def _setting_words(value: object) -> list[str]:
+    return _words(value, True)
+
+
+def _toml_settings(doc: object, found: list[tuple[str, str]]) -> None:
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, value in items:
+        name = str(key).replace("_", "-")
+        if isinstance(value, dict | list) and not (name in UV_PATH_SETTINGS and isinstance(value, list)
+                                                   and all(isinstance(v, str) for v in value)):
+            _toml_settings(value, found)  # [pip], [[index]], [tool.uv]: every table, at any depth
+        elif isinstance(key, str) and name in UV_PATH_SETTINGS:
+            found += [(name, w) for w in _words(value, False)]  # TOML strings: never split
+
+
 def path_settings(text: str, toml: bool = False) -> list[tuple[str, str]]:
-    """(setting, directory) for each ``cache-dir``/``find-links``/``index-url`` value of a
-    pip.conf (ini, as pip reads it: configparser, so ``:`` and continuation lines too) or a
-    uv.toml (TOML), one per word; a value that cannot be parsed fails closed to nothing found
-    only where the file itself cannot be parsed by the tool either (pure)."""
+    """(setting, location) for each value of a pip.conf (ini, read as pip reads it: line ends
+    as ``open()`` takes them, keys normalised by ``pip_key``, configparser's rules, so ``:`` and
+    continuation lines too, ``append`` options split on whitespace) or a uv.toml (TOML, every
+    table: ``[pip]``, ``[[index]]``) that names something pip or uv installs from; a location
+    is a path (absolute, relative or ``~``), never a remote URL. A file pip or uv cannot parse
+    gives nothing: the tool refuses to start with it (pure)."""
     found: list[tuple[str, str]] = []
     if toml:
         import tomllib
@@ -205,13 +297,10 @@ def path_settings(text: str, toml: bool = False) -> list[tuple[str, str]]:
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError:
             return found
-        tables = [doc, *(v for v in doc.values() if isinstance(v, dict))]
-        for table in tables:
-            for key, value in table.items():
-                name = str(key).replace("_", "-")
-                if name in PATH_SETTINGS:
-                    found += [(name, w) for w in _setting_words(value)]
+        _toml_settings(doc, found)
         return found
+    # configparser.read() opens the file in text mode: "\r\n" and a lone "\r" end lines too
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     sections = plain_ini(text)
     if sections is None:  # anything plain_ini does not read exactly as configparser: configparser
         import configparser
@@ -224,9 +313,9 @@ def path_settings(text: str, toml: bool = False) -> list[tuple[str, str]]:
         sections = [parser.items(section) for section in parser.sections()]
     for items in sections:
         for key, value in items:
-            name = key.replace("_", "-")
-            if name in PATH_SETTINGS:
-                found += [(name, w) for w in _setting_words(value)]
+            name = pip_key(key)
+            if name in PIP_PATH_OPTIONS:
+                found += [(name, w) for w in _words(value, PIP_PATH_OPTIONS[name][1], name in _PATH_TYPED)]
     return found
 
 
@@ -261,63 +350,190 @@ def plain_ini(text: str) -> list[list[tuple[str, str]]] | None:
     return [list(items.items()) for items in sections.values()]
 
 
+def url_named(name: str) -> bool:
+    """Is NAME (a directory entry) the first part of a URL taken as a relative path (pure)?
+    pip's ``build_source`` tries ``os.path.exists(location)`` before it treats a location as a
+    URL, so ``https://pypi.org/simple/PKG/`` (its default index) is the relative path
+    ``https:/pypi.org/simple/PKG/`` under pip's current directory: a run that makes
+    ``W/https:/pypi.org/simple/PKG/index.html`` there has the next ``pip install PKG`` started in
+    W install its wheel (measured, pip 26.3: the planted ``.pth`` ran)."""
+    scheme = name[:-1]
+    return (name.endswith(":") and len(scheme) > 1 and scheme[0].isalpha()
+            and all(c.isalnum() or c in "+-." for c in scheme))
+
+
+def requirement_references(text: str, environ: dict[str, str]) -> list[tuple[str, str]]:
+    """(what, location) for each file or directory a requirements or constraints file's lines
+    name, as pip's ``req/req_file.py`` reads them (``\\`` continuations, `` #`` comments,
+    ``${VAR}`` expanded from ENVIRON): ``-r``/``-c`` files, ``-e`` projects, ``-f``/``-i``
+    locations (``--opt=V`` and ``-fV`` too), and every other word that is a local path or a
+    ``file:`` URL (``./pkg``, ``name @ file:///P``: pip installs it); remote URLs are dropped
+    (pure)."""
+    found: list[tuple[str, str]] = []
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\\\n", " ")
+    if "${" in text:
+        for name, value in environ.items():
+            text = text.replace("${" + name + "}", value)
+    for line in text.split("\n"):
+        words = line.split()
+        words = words[:next((i for i, w in enumerate(words) if w.startswith("#")), len(words))]
+        what = ""
+        for word in words:
+            if what:
+                found += [(what, w) for w in _words(word, False)]
+                what = ""
+                continue
+            option, equals, value = word.partition("=")
+            if word in _REQ_FILE_OPTIONS:
+                what = _REQ_FILE_OPTIONS[word]
+            elif equals and option in _REQ_FILE_OPTIONS and option.startswith("--"):
+                found += [(_REQ_FILE_OPTIONS[option], w) for w in _words(value, False)]
+            elif word[:2] in _REQ_FILE_OPTIONS and not word.startswith("--"):
+                found += [(_REQ_FILE_OPTIONS[word[:2]], w) for w in _words(word[2:], False)]
+            elif "/" in word or word.startswith((".", "~")):
+                found += [("requirement", w) for w in _words(word, False)]
+    return found
+
+
+def read_config(path: str, strict: bool = True) -> bytes | None:
+    """PATH's bytes as pip and uv read it: through symlinks (a stow-style ``pip.conf``, a linked
+    directory: resolved first, then opened through no link, non-blocking, checked regular, so a
+    link a run left to a FIFO or a device is never opened), all of it; None where the tool reads
+    nothing either (absent, unreadable, a directory: configparser skips what it cannot open).
+    Raises CannotTell for a file larger than CONFIG_LIMIT, and (STRICT) for one that is not
+    regular: the tool would block on a FIFO or read a device. Not STRICT: a venv's own
+    ``pip.conf``, read-only inside every run (a link there to a FIFO blocks pip: nothing read)."""
+    import errno
+    import stat
+
+    from .later_code import read_regular
+
+    real = os.path.realpath(path)
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode):
+        return None
+    if not stat.S_ISREG(mode):
+        if strict:
+            raise CannotTell(f"{path} is not a regular file")
+        return None
+    try:
+        data = read_regular(real, CONFIG_LIMIT + 1)
+    except OSError as error:
+        if error.errno in (errno.EACCES, errno.ENOENT):
+            return None  # the tool cannot read it either
+        raise CannotTell(f"{path}: {error.strerror or error}") from None
+    if len(data) > CONFIG_LIMIT:
+        raise CannotTell(f"{path} is over {CONFIG_LIMIT >> 20} MiB")
+    return data
+
+
 _CONFIGURED: dict[tuple, dict[str, str]] = {}
+_READ_FILES = ("constraints file", "requirements file")
+_CONFIG_PREFIXES = ("PIP_", "UV_", "XDG_CONFIG_")
 
 
 def configured_caches(home: str, environ: dict[str, str],
                       prefixes: tuple[str, ...] = ()) -> dict[str, str]:
-    """{directory: what it is} for the caches and find-links directories that pip's and uv's
-    config files (global, user, XDG, each venv's own: PREFIXES) and variables name. Read once
-    per process for the same inputs: ``cache_refusal`` asks for every writable root."""
-    key = (home, prefixes, *(environ.get(v, "") for v in _CONFIG_VARIABLES))
+    """{location: what it is} for what pip's and uv's config files (global, user, XDG, each
+    venv's own: PREFIXES, PIP_CONFIG_FILE's) and variables (every ``PIP_*`` pip reads, uv's)
+    name: caches, find-links directories, local indexes, the constraints and requirements files
+    named there and what their lines name, and the config files themselves that a variable
+    names or that exist outside a venv. The key ``""`` says no-docker cannot tell (why). Read
+    once per process for the same inputs: ``cache_refusal`` asks for every writable root."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = "/"
+    key = (home, prefixes, cwd, *sorted((k, v) for k, v in environ.items()
+                                        if k.startswith(_CONFIG_PREFIXES) or k == "VIRTUAL_ENV"))
     if key not in _CONFIGURED:
-        _CONFIGURED[key] = _configured_caches(home, environ, prefixes)
+        try:
+            _CONFIGURED[key] = _configured_caches(home, environ, prefixes, cwd)
+        except CannotTell as why:
+            _CONFIGURED[key] = {"": str(why)}
     return _CONFIGURED[key]
 
 
-_CONFIG_VARIABLES = ("XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "VIRTUAL_ENV", "PIP_CONFIG_FILE",
-                     "UV_CONFIG_FILE", "PIP_FIND_LINKS", "UV_FIND_LINKS", "PIP_INDEX_URL",
-                     "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL")
+def _configured_caches(home: str, environ: dict[str, str], prefixes: tuple[str, ...],
+                       cwd: str) -> dict[str, str]:
+    def absolute(where: str, *bases: str) -> list[str]:
+        if where == "~" or where.startswith("~/"):
+            if not home or home == "/":
+                return []
+            where = home + where[1:]
+        elif where.startswith("~"):
+            where = os.path.expanduser(where)  # ~user/...
+        if where.startswith("/"):
+            return [where]
+        return [os.path.join(base, where) for base in (bases or (cwd,))]
 
-
-def _configured_caches(home: str, environ: dict[str, str], prefixes: tuple[str, ...]) -> dict[str, str]:
-    from .later_code import read_regular
-
-    found: dict[str, str] = {}
-    files = [(p, "pip") for p in PIP_CONFIGS] + [(p, "uv") for p in UV_CONFIGS]
+    files: list[tuple[str, str, bool]] = [(p, "pip", True) for p in PIP_CONFIGS]
+    files += [(p, "uv", True) for p in UV_CONFIGS]
     xdg_home = environ.get("XDG_CONFIG_HOME", "")
     if xdg_home.startswith("/"):
-        files += [(f"{xdg_home}/pip/pip.conf", "pip"), (f"{xdg_home}/uv/uv.toml", "uv")]
+        files += [(f"{xdg_home}/pip/pip.conf", "pip", True), (f"{xdg_home}/uv/uv.toml", "uv", True)]
     for xdg in environ.get("XDG_CONFIG_DIRS", "").split(":"):
         if xdg.startswith("/"):
-            files += [(f"{xdg}/pip/pip.conf", "pip"), (f"{xdg}/uv/uv.toml", "uv")]
+            files += [(f"{xdg}/pip/pip.conf", "pip", True), (f"{xdg}/uv/uv.toml", "uv", True)]
     for prefix in (*prefixes, environ.get("VIRTUAL_ENV", ""), sys.prefix):
-        if prefix.startswith("/"):
-            files.append((os.path.join(prefix, "pip.conf"), "pip"))
+        if prefix.startswith("/"):  # a venv of a writable root is read-only as a whole already
+            files.append((os.path.join(prefix, "pip.conf"), "pip", False))
+    found: dict[str, str] = {}
+    settings: list[tuple[str, str, list[str]]] = []  # (tool, what, absolute locations)
     for variable, tool in (("PIP_CONFIG_FILE", "pip"), ("UV_CONFIG_FILE", "uv")):
-        if environ.get(variable, "").startswith("/"):
-            files.append((environ[variable], tool))
-    settings: list[tuple[str, str, str]] = []
-    for path, tool in dict.fromkeys(files):
+        named = environ.get(variable, "")
+        if named and named != os.devnull:
+            for path in absolute(named):
+                files.append((path, tool, True))
+                settings.append((tool, "config file", [path]))  # read at the tool's start-up
+    for path, tool, own in dict.fromkeys(files):
         if path.startswith("~/"):
             if not home or home == "/":
                 continue
             path = os.path.join(home, path[2:])
-        try:
-            text = read_regular(path, 1 << 16).decode("utf-8", "replace")
-        except (OSError, ValueError):
+        data = read_config(path, strict=own)
+        if data is None:
             continue
-        settings += [(tool, k, v) for k, v in path_settings(text, toml=path.endswith(".toml"))]
-    for variable, setting in (("PIP_FIND_LINKS", "find-links"), ("UV_FIND_LINKS", "find-links"),
-                              ("PIP_INDEX_URL", "index-url"), ("PIP_EXTRA_INDEX_URL", "extra-index-url"),
-                              ("UV_INDEX_URL", "index-url"), ("UV_EXTRA_INDEX_URL", "extra-index-url")):
-        settings += [("pip" if variable.startswith("PIP") else "uv", setting, w)
-                     for w in _setting_words(environ.get(variable, ""))]
-    for tool, setting, value in settings:
-        if value.startswith("~/") and home:
-            value = os.path.join(home, value[2:])
-        if value.startswith("/"):
-            found[os.path.normpath(value)] = f"{tool} ({PATH_SETTINGS[setting]})"
+        if own:
+            settings.append((tool, "config file", [path]))
+        text = data.decode("utf-8", "surrogateescape")
+        for name, value in path_settings(text, toml=tool == "uv"):
+            what = PATH_SETTINGS.get(name) or UV_PATH_SETTINGS[name]
+            settings.append((tool, what, absolute(value)))
+    for variable, value in environ.items():
+        if variable.startswith("PIP_"):  # pip's get_environ_vars: every PIP_ variable is an option
+            name = pip_key(variable[4:])
+            if name in PIP_PATH_OPTIONS:
+                what, split = PIP_PATH_OPTIONS[name]
+                settings += [("pip", what, absolute(w)) for w in _words(value, split, name in _PATH_TYPED)]
+        elif variable in UV_VARIABLES:
+            words = value.replace(",", " ").split()
+            # UV_INDEX, UV_DEFAULT_INDEX: [NAME=]URL (a name has no ":" or "/")
+            words = [w.split("=", 1)[1] if "=" in w.split(":", 1)[0].split("/", 1)[0] else w for w in words]
+            settings += [("uv", UV_VARIABLES[variable], absolute(w)) for w in _words(words, False)]
+    requirement_files = 0
+    while settings:
+        tool, what, locations = settings.pop()
+        for location in locations:
+            for form in dict.fromkeys((os.path.normpath(location), os.path.realpath(location))):
+                if form in found:
+                    continue
+                found[form] = f"{tool} ({what})"
+                if what not in _READ_FILES or form != os.path.realpath(location):
+                    continue
+                requirement_files += 1
+                if requirement_files > REQUIREMENT_FILES_LIMIT:
+                    raise CannotTell(f"over {REQUIREMENT_FILES_LIMIT} requirements files: {location}")
+                data = read_config(form)
+                if data is None:
+                    continue
+                base = os.path.dirname(form)
+                for kind, value in requirement_references(data.decode("utf-8", "surrogateescape"), environ):
+                    # relative: to the file's directory (-r, -c, -f when it exists there), else the cwd
+                    settings.append((tool, kind, absolute(value, base, cwd)))
     return found
 
 
@@ -456,7 +672,13 @@ def cache_refusal(path: str, home: str, environ: dict[str, str],
         value = environ.get(variable, "")
         if value.startswith("/"):
             caches[os.path.normpath(value)] = (tool, "cache")
-    for where, described in configured_caches(home, environ, prefixes).items():
+    # What pip's and uv's configuration names: also local indexes and the files pip reads at
+    # its start-up. Where it cannot be read as they read it, every root is refused (fail closed).
+    configured = configured_caches(home, environ, prefixes)
+    if "" in configured:
+        return (f"no-docker cannot tell what pip or uv installs from later, outside: {configured['']}; "
+                "make it a plain file under 4 MiB, or unset the variable that names it")
+    for where, described in configured.items():
         tool, _, what = described.partition(" (")
         caches[where] = (tool, what.rstrip(")") or "cache")
     for cache, (tool, what) in caches.items():

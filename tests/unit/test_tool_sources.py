@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from no_docker.supervisor.isolation import tool_sources as ts
 
@@ -204,3 +204,101 @@ def test_shared_sticky_is_world_writable_and_sticky():
     assert shared_sticky(stat.S_IFDIR | 0o1777)
     assert not shared_sticky(stat.S_IFDIR | 0o0777)  # no sticky bit: not the shared kind
     assert not shared_sticky(stat.S_IFDIR | 0o1755)
+
+
+# rt5 #3 (T-80): path_settings against pip's own reading of the same file: pip's parser class
+# (configuration._RawConfigParser: its key normalisation), read from a file as pip reads it
+# (text mode: CR line ends), each value split as pip's optparse defaults split it, and each
+# word taken as pip's build_source takes a location (file: -> url_to_path, a remote URL: none).
+_PIP_KEYS = ["find-links", "--find-links", "Find_Links", "--CACHE_DIR", "cache-dir", "index-url",
+             "--pypi-url", "extra-index-url", "constraint", "--requirement", "editable", "python", "src",
+             "other", "--no-index"]
+_PIP_VALUES = ["/a", "/a b", "file:/a", "file:///a%20b", "file://localhost/a", "http://x/y", "~/a", "rel",
+               "FILE:///c", "", "'/q'", "/a\n  /b"]
+_PIP_LINE = st.one_of(
+    st.sampled_from(["[global]", "[install]", "# c", "; c", "", "[x"]),
+    st.builds(lambda k, d, v: f"{k}{d}{v}", st.sampled_from(_PIP_KEYS), st.sampled_from(["=", " = ", ": "]),
+              st.sampled_from(_PIP_VALUES)),
+)
+
+
+def _pips_locations(path: str) -> set[tuple[str, str]] | None:
+    import configparser
+
+    from pip._internal.configuration import _RawConfigParser
+    from pip._internal.utils.urls import url_to_path
+    from pip._internal.vcs import is_url
+
+    parser = _RawConfigParser()
+    try:
+        parser.read(path, encoding="utf-8")
+    except configparser.Error:
+        return None  # pip refuses to start with this file
+    found = set()
+    for section in parser.sections():
+        for key, value in parser.items(section):
+            if key not in ts.PIP_PATH_OPTIONS:
+                continue
+            for word in value.split() if ts.PIP_PATH_OPTIONS[key][1] else [value]:
+                if not word:
+                    continue  # an empty value names nothing (pip: no cache, no location)
+                if key in ("cache-dir", "src", "python"):
+                    found.add((key, word))  # type="path": taken as written
+                elif word.startswith("file:"):
+                    found.add((key, url_to_path(word)))
+                elif not is_url(word):
+                    found.add((key, word))
+    return found
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_PIP_LINE, max_size=8).map(lambda ls: ["[global]", *ls]),
+       st.sampled_from(["\n", "\r", "\r\n"]))
+def test_path_settings_find_what_pip_itself_reads(tmp_path_factory, lines, end):
+    path = tmp_path_factory.mktemp("pc") / "pip.conf"
+    text = end.join(line.replace("\n", end) for line in lines) + end
+    path.write_bytes(text.encode())
+    pips = _pips_locations(str(path))
+    ours = set(ts.path_settings(path.read_bytes().decode()))
+    if pips is not None:
+        assert pips <= ours, (text, pips - ours)
+
+
+def test_the_pip_option_table_is_pips_own():
+    # Every long name of pip's options that name what the next install takes from (its dest),
+    # in install/download/wheel/lock: a new alias in pip is a key no-docker would not read.
+    from pip._internal.commands import create_command
+
+    dests = {"find_links", "index_url", "extra_index_urls", "constraints", "build_constraints",
+             "requirements", "requirements_from_scripts", "editables", "src_dir", "cache_dir", "python"}
+    names = set()
+    for command in ("install", "download", "wheel"):
+        parser = create_command(command).parser
+        for option in parser._get_all_options():
+            if option.dest in dests and option.action in ("store", "append"):
+                names |= {o[2:] for o in option._long_opts}
+    assert names <= set(ts.PIP_PATH_OPTIONS), names - set(ts.PIP_PATH_OPTIONS)
+    appended = {n for n, (_, split) in ts.PIP_PATH_OPTIONS.items() if split}
+    for command in ("install", "download", "wheel"):
+        for option in create_command(command).parser._get_all_options():
+            if option.dest in dests and option.action in ("store", "append"):
+                for o in option._long_opts:
+                    assert (option.action == "append") == (o[2:] in appended), o
+
+
+def test_requirement_files_lines_are_read_as_pip_reads_them():
+    text = ("# c\n-r more.txt\n--constraint=c.txt\n-f/wh  # comment\n-e ./proj\npkg @ file:///opt/p.whl\n"
+            "--index-url https://pypi.org/simple\n-i ${D}/idx\nname==1.0 \\\n  --hash=sha256:x\nx\r-c\t/z\n")
+    assert ts.requirement_references(text, {"D": "/d"}) == [
+        ("requirements file", "more.txt"), ("constraints file", "c.txt"), ("find-links directory", "/wh"),
+        ("editable project", "./proj"), ("requirement", "/opt/p.whl"), ("local index", "/d/idx"),
+        ("constraints file", "/z")]
+
+
+def test_pips_reading_of_a_cr_file_with_dashed_keys_is_ours(tmp_path):
+    # the control of the generated comparison: a file pip reads, with something in it
+    path = tmp_path / "pip.conf"
+    path.write_bytes(b"[global]\r--find-links = file://localhost/a /b\rcache-dir = /c x\r")
+    expected = {("find-links", "/a"), ("find-links", "/b"), ("cache-dir", "/c x")}
+    assert _pips_locations(str(path)) == expected
+    assert expected <= set(ts.path_settings(path.read_bytes().decode()))
