@@ -426,16 +426,17 @@ def _action_effects(step: yaml.Node, name: str, ref: str) -> Effects:
 
 def _foreign_checkout(step: yaml.Node, uses: str, checked_out: bool) -> str | None:
     """Why an ``actions/checkout`` step writes content the guard did not review into the
-    workspace, or None (rt4 G2): every checkout after the job's first (whatever its inputs: it
-    replaces files there, a local action among them), and a first one with ``repository:``,
-    ``ref:``, ``path:``, ``github-server-url:`` or submodules. The guard reviews one tree: the
-    repository's commit at the workspace root."""
+    workspace, or None (rt4 G2): a checkout with ``repository:``, ``ref:``, ``path:``,
+    ``github-server-url:`` or submodules, first or not (it replaces files there, a local action
+    among them). The guard reviews one tree: the repository's commit at the workspace root; the
+    same commit checked out again is that tree (a checkout after an isolated step is an order
+    finding anyway: RULE_ORDER), so CHECKED_OUT changes nothing here."""
     name, _, ref = uses.partition("@")
     if name != "actions/checkout":
         return None
-    if checked_out:
-        return "a second checkout of the job"
     foreign = _action_effects(step, name, ref).foreign
+    if foreign and checked_out:
+        return f"a second checkout of the job, of {', '.join(foreign)}"
     return f"a checkout of {', '.join(foreign)}" if foreign else None
 
 

@@ -114,17 +114,18 @@ def test_t76_g2_checkout_after_the_first_is_a_write(tmp_path: Path) -> None:
     shutil.rmtree(workspace / "ci-action")  # actions/checkout empties a path that is not its repo
     subprocess.run(["git", "clone", "-q", str(evil), str(workspace / "ci-action")], check=True, timeout=60)
     assert (workspace / "ci-action" / "action.yml").read_text() != ours
-    # held: each second checkout (another repository, only another ref, into `.`, or the same
-    # repository again), and a first one of another ref, makes the local action a finding
+    # held: each second checkout of other content (another repository, only another ref, into
+    # `.`), and a first one of another ref, makes the local action a finding; the same commit
+    # checked out again is the reviewed tree (the control "again")
     local = "      - uses: ./ci-action  # expect: unisolated-step\n        with:\n          run: pytest\n"
     second = "      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n"
     variants = ["          repository: someone/evil-actions\n          path: ci-action\n",
                 "          ref: other\n          path: ci-action\n",
-                "          repository: someone/evil-actions\n          path: .\n",
-                ""]
+                "          repository: someone/evil-actions\n          path: .\n"]
     text = HEAD + "".join(job(f"j{i}", CHECKOUT + second + v + local) for i, v in enumerate(variants))
     text += job("first-ref", CHECKOUT + "          ref: other\n" + local)
     text += job("control", CHECKOUT + local.replace("  # expect: unisolated-step", ""))
+    text += job("again", CHECKOUT + second + local.replace("  # expect: unisolated-step", ""))
     status, found, out = guard_findings(tmp_path / "g", text, {"ci-action/action.yml": ours})
     assert status == 1, out
     assert found == marked(text), out
