@@ -131,6 +131,7 @@ def test_the_plugin_dir_registers_the_operator_with_cosmic_ray(tmp_path: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.network
 @pytest.mark.needs_bwrap
 @needs_cosmic_ray
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
