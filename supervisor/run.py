@@ -1271,10 +1271,6 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     with RunLifecycle(list(request.command), max_pids=max_pids, memory_max=request.memory_max,
                       end_timeout=end_timeout,
                       subreaper=True, enter_cgroup_early=True, state=state, work=roots[0]) as life:
-        # Code an earlier run left and could not undo, where this one may write (ending/left.py).
-        from .ending.left import refuse_if_left
-
-        refuse_if_left(state, roots)
         try:
             listing = collect()
         except ListingError as err:
@@ -1289,6 +1285,10 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         if not sized:
             policy = policy.replace(tmp_size=None)
         markers.refuse_writable_state(state, [policy.work, *policy.rw])
+        # Code an earlier run left and could not undo, where this one may write (ending/left.py):
+        # checked once, against every writable root the policy knows (those asked for included)
+        from .ending.left import refuse_if_left
+
         refuse_if_left(state, [policy.work, *policy.rw])
         listing_json = listing.to_json()
         plan = encode_plan(plan_items(policy, listing_json, started))

@@ -17,10 +17,10 @@ closed).
 
 from __future__ import annotations
 
-import json
 import os
 
 from ..errors import NotProven
+from .markers import from_json_text, to_json_text  # not `import json`: every run reads the records
 
 PREFIX = "left-"
 
@@ -47,7 +47,7 @@ def write(state: str, run_id: str, roots: list[str], paths: list[str], quarantin
     tmp = final + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        data = json.dumps(doc).encode()
+        data = to_json_text(doc).encode()
         while data:
             data = data[os.write(fd, data):]
         os.fsync(fd)
@@ -70,7 +70,7 @@ def read_all(state: str) -> list[dict]:
         try:
             fd = os.open(os.path.join(state, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:
-                doc = json.loads(os.read(fd, 1 << 20))
+                doc = from_json_text(os.read(fd, 1 << 20))
             finally:
                 os.close(fd)
             if not (isinstance(doc, dict) and all(isinstance(doc.get(k), list)

@@ -245,12 +245,7 @@ def bench_mutmut(src: Path, rounds: int, scratch: Path) -> dict:
 
 def markdown(doc: dict) -> str:
     s, c, m = doc["suite"], doc["cosmic-ray"], doc["mutmut"]
-    rows = [f"| {PROJECT} {VERSION}: shape | plain | isolated | added | overhead |", "|---|---|---|---|---|"]
-    for name in ("no-docker run", "pytest --no-docker"):
-        rows.append(f"| suite, `{name}` (wall / CPU s) | {s['plain']['wall_s']} / {s['plain']['cpu_s']} | "
-                    f"{s[name]['wall_s']} / {s[name]['cpu_s']} | {s[name]['added_wall_s']} / "
-                    f"{s[name]['added_cpu_s']} | "
-                    f"{round(100 * s[name]['added_wall_s'] / s['plain']['wall_s'], 1)}% wall |")
+    rows = suite_markdown(f"{PROJECT} {VERSION}", s).split("\n")
     p = c["plain"]
     for name in ("per mutant (no-docker distributor)", "whole tool in one run"):
         rows.append(f"| cosmic-ray {name}, per mutant (wall / CPU s, {c['mutants']} mutants) | "
