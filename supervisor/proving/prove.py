@@ -311,6 +311,12 @@ def summary_of(rows: Sequence[Row], extra_records: int = 0) -> str:
     return "; ".join(parts) + f"; {extra_records} canary records during the isolated run"
 
 
+def _with_why(row: Row) -> str:
+    """A missed route with what the control saw, so one line says why (a cold podman that ran
+    out of time reads differently from a refused connect)."""
+    return f"{row.route} ({row.control_why})" if row.control_why else row.route
+
+
 def verdict(rows: Sequence[Row], incomplete: Sequence[str], extra_records: int = 0) -> Verdict:
     """One line. FAILED: something reached the canary from the isolated run, or the control
     missed an available route; INCOMPLETE: a part could not run or a route was not tried
@@ -320,7 +326,7 @@ def verdict(rows: Sequence[Row], incomplete: Sequence[str], extra_records: int =
     available = [r for r in network if r.control_ok is not None]
     leaked = [r.route for r in rows if r.isolated_ok is False]
     untried = [r.route for r in rows if r.isolated_ok is None]
-    missed = [r.route for r in available if not r.control_ok]
+    missed = [_with_why(r) for r in available if not r.control_ok]
     summary = summary_of(rows, extra_records)
     if leaked or extra_records:
         what = ", ".join(leaked) or f"{extra_records} canary records during the isolated run"
@@ -413,6 +419,33 @@ def _payload() -> Path:
 
 def _no_docker(*args: str) -> list[str]:
     return [sys.executable, "-m", "no_docker.supervisor.cli", *args]
+
+
+# The engine clients the payload runs. A fresh machine has read none of them from its disk
+# yet: the first `podman --remote ps` here took 5.1 s (0.07 s once read) and the first docker
+# 1.5 s, against the payload's 3 s bound per attempt, and the control missed podman-cli on CI.
+# One sequential read of each binary first (readahead, not 4 KiB page faults) makes the
+# control measure routes, not the disk. The payload also gives podman 15 s (CPU-starved runs).
+ENGINE_CLIENTS = ("docker", "podman", "ctr", "crictl", "nerdctl", "curl", "socat", "nc")
+
+
+def warm_engine_clients(which: Callable[[str], str | None] = shutil.which) -> list[str]:
+    """Read each installed engine client's executable once, so its first start in the control
+    is not a cold one; returns the paths read. Unreadable ones are skipped: the control then
+    says what it saw."""
+    read = []
+    for name in ENGINE_CLIENTS:
+        path = which(name)
+        if not path:
+            continue
+        try:
+            with open(path, "rb", buffering=0) as exe:
+                while exe.read(1 << 20):
+                    pass
+        except OSError:
+            continue
+        read.append(path)
+    return read
 
 
 def _make_mutant(work: Path, payload: Path) -> Path:
@@ -594,6 +627,7 @@ def run_both(guard: object, base: Path, payload: Path, figures: dict, harness: o
     isolated_mutant = _make_mutant(isolated_work, payload)
     cannot = control_cannot_take(guard, [route.id for route in declared])
     total = len(declared)
+    warm_engine_clients()
     say(f"no-docker: the control: the mutant tries {total} routes without isolation")
     started = time.monotonic()
     with harness.phase(control_work, "control") as control_phase, \

@@ -117,6 +117,27 @@ def test_verdict_statuses():
     assert untried.status == "INCOMPLETE" and "not tried inside the run: c" in untried.line
 
 
+def test_a_missed_route_is_said_with_what_the_control_saw():
+    """CI, 2026-12-02: "the control did not reach: podman-cli" said nothing of why (a cold
+    page cache: a timeout); the line now carries the reason."""
+    missed = pv.Row("podman-cli", "network", "failed", "i", False, True,
+                    control_why="the mutant said: failed: timeout after 15s")
+    line = pv.verdict([missed, _row("b", True, True)], []).line
+    assert "the control did not reach: podman-cli (the mutant said: failed: timeout after 15s)" in line
+    assert "the control did not reach: a;" in pv.verdict([_row("a", False, True)], ["x"]).line
+
+
+def test_warm_engine_clients_reads_each_installed_client_once(tmp_path):
+    exe = tmp_path / "podman"
+    exe.write_bytes(b"x" * (3 << 20))
+    unreadable = tmp_path / "docker"  # a directory: open() fails, the client is skipped
+    unreadable.mkdir()
+    where = {"podman": str(exe), "docker": str(unreadable)}
+    assert pv.warm_engine_clients(where.get) == [str(exe)]
+    assert pv.warm_engine_clients(lambda name: None) == []
+    assert {"docker", "podman"} <= set(pv.ENGINE_CLIENTS)
+
+
 def test_render_table_has_one_line_per_row_and_the_headings():
     text = pv.render_table([_row("docker-host-inherited", True, True), _row("x", None, True)])
     lines = text.splitlines()
