@@ -877,9 +877,12 @@ class Run:
             # A signal may end the run before the loop read bwrap's status: read it now (and
             # wait briefly if bwrap has not written it yet), so the init is killed directly
             # rather than only through --die-with-parent (bwrap #633).
+            # Not when the gate already spoke: a launcher that ran it without holding the
+            # sandbox (a fake bwrap: the gate is that process, exec'd, and keeps the status fd
+            # open) never writes a child-pid, and every such refusal waited out the full second.
             self._on_status()
             if self.pid is not None and self.bwrap_pidfd is not None and "child-pid" not in self.status \
-                    and not self.unreported:
+                    and not self.unreported and not self._gate_words:
                 self._await_init(1.0)
         self._release(False)
         if self.prover_dying is not None:

@@ -121,7 +121,7 @@ def test_listener_closed_every_connect_fails_and_the_run_ends_125(tmp_path):
         engine = Engine(guard, tmp_path, "engine", [ENGINE])
         try:
             (work / "go").touch()
-            thread.join(20)  # the real build ends it within seconds; a weakened one runs on
+            thread.join(10)  # the real build ends it within 2 s; a weakened one runs on (20 s)
             assert not thread.is_alive(), "the run went on after its mediation stopped"
             result = box["result"]
             stderr = result.stderr.decode(errors="replace")

@@ -82,7 +82,7 @@ def test_a_client_that_pipelines_and_closes_without_reading_is_counted_whole(gua
     sent = json.loads(done.stdout)["sent"]
     complete, rest = divmod(sent, SIZE)
     assert complete > 300  # the canary stopped reading: a part of it waited in the socket
-    found = requests_of_one_connection(guard.settled_records(at_least=complete, timeout=15),
+    found = requests_of_one_connection(guard.settled_records(at_least=complete, timeout=10),
                                        "/v1.50/containers/t82-")
     requests = [r for r in found if r["kind"] == "request"]
     assert len(requests) == complete, f"{len(requests)} of {complete} DELETEs sent are recorded"

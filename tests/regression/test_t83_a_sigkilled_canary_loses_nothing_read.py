@@ -30,7 +30,7 @@ def req(method: str, target: str, *headers: str, body: bytes = b"") -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
-def wait_for_wire(log, want: dict[int, bytes], timeout: float = 20.0) -> WireFile:
+def wait_for_wire(log, want: dict[int, bytes], timeout: float = 10.0) -> WireFile:
     deadline = time.monotonic() + timeout
     while True:
         wire = parse_wire(wire_path(log).read_bytes()) if wire_path(log).exists() else WireFile({}, [])

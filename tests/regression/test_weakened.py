@@ -22,9 +22,10 @@ REPO = Path(__file__).resolve().parents[2]
 WEAKENED = Path(__file__).resolve().parent / "weakened"
 WORKROOT = REPO / ".pytest_cache" / "weakened"
 PATCHES = sorted(WEAKENED.glob("*.patch"))
-# Two cores, shared with the rest of the suite: two children at a time keep the harness within
-# its share of the 15-minute budget (docs/regression-cases.md).
-WORKERS = int(os.environ.get("NO_DOCKER_WEAKENED_WORKERS", "2"))
+# Two cores: most weakened children wait (on a bound, a socket, a sleep) more than they compute,
+# and three at a time took 153 s where two took 190 s (every build shown either way; four: 137 s
+# at 88 % of both cores, too near a load that could hide a failure).
+WORKERS = int(os.environ.get("NO_DOCKER_WEAKENED_WORKERS", "3"))
 
 
 # --------------------------------------------------------------------------- the harness itself
@@ -114,6 +115,26 @@ def test_harness_shows_a_breaking_patch_and_runs_the_copy(tiny_repo, tmp_path):
         "__imported_from_copy__": "checked", named: "failed"}
     assert "assert" in result.outcomes[named + "#why"]  # the failure's message is kept for the report
     assert "'/run'" in (tiny_repo / "supervisor" / "limits.py").read_text(), "the original tree was patched"
+
+
+def test_a_weakened_copy_never_runs_the_trees_bytecode_of_a_patched_module(tiny_repo, tmp_path):
+    """The copy keeps the tree's __pycache__ (a child no longer compiles the package again); the
+    patched module's cached bytecode must not survive the patch, even one that keeps the source's
+    size and mtime (an mtime-checked .pyc of the old source would then run in place of the new)."""
+    import py_compile
+
+    source = tiny_repo / "supervisor" / "limits.py"
+    py_compile.compile(str(source), doraise=True)  # the tree's .pyc of the unpatched module
+    named = "tests/regression/test_t99_tiny.py::test_run_is_hidden"
+    patch = _patch(tmp_path, tiny_repo, "t99-same-size.patch", named, "'/run'", "'/xxx'")  # same size
+    assert wh.patched_paths(patch.read_text()) == ["supervisor/limits.py"]
+    copy = wh.make_copy(tiny_repo, tmp_path / "copy")
+    cached = list((copy / "supervisor" / "__pycache__").glob("limits.*.pyc"))
+    assert cached, "the copy lost the tree's bytecode"
+    assert wh.apply_patch(copy, patch) is None
+    assert not list((copy / "supervisor" / "__pycache__").glob("limits.*.pyc"))
+    result = wh.run_one(tiny_repo, wh.load(patch), tmp_path / "work", timeout=120)
+    assert result.shown, result.detail
 
 
 def test_harness_flags_a_patch_that_breaks_nothing(tiny_repo, tmp_path):

@@ -29,8 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 PARTS = ("supervisor", "canary", "mutants", "ci")
+# The copy keeps the tree's bytecode: without it every Python the weakened cases start (the
+# child pytest, each `no-docker run` it makes) compiled the whole package from source again.
+# A cached .pyc is used only when its source's mtime and size match (importlib's default
+# check), and copytree keeps mtimes, so a file the patch rewrites is compiled afresh; its old
+# .pyc is removed anyway (drop_stale_bytecode).
 IGNORE = shutil.ignore_patterns(".git", ".venv", ".pytest_cache", ".ruff_cache", ".hypothesis",
-                                "__pycache__", "*.egg-info", "build", "dist", "*.pyc")
+                                "*.egg-info", "build", "dist")
 CHILD_TIMEOUT = 240.0
 
 PLUGIN = '''"""Loaded with -p in the weakened copy's pytest: refuse to run anything but the copy."""
@@ -182,12 +187,29 @@ def make_copy(repo: Path, into: Path) -> Path:
     return copy
 
 
+def patched_paths(patch_text: str) -> list[str]:
+    """The repo-relative paths a unified diff writes (its ``+++ b/`` lines; pure)."""
+    return [line[6:].split("\t")[0].strip() for line in patch_text.splitlines() if line.startswith("+++ b/")]
+
+
+def drop_stale_bytecode(copy: Path, paths: Iterable[str]) -> None:
+    """Remove the cached bytecode of each patched module, so only its new source is run."""
+    for rel in paths:
+        source = copy / rel
+        if source.suffix == ".py":
+            for cached in (source.parent / "__pycache__").glob(source.stem + ".*.pyc"):
+                cached.unlink()
+
+
 def apply_patch(copy: Path, patch: Path) -> str | None:
     """``git apply`` the patch in the copy (its own repository); the error text, or None."""
     subprocess.run(["git", "init", "-q", str(copy)], check=True, capture_output=True, timeout=120)
     done = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=copy,
                           capture_output=True, text=True, timeout=120)
-    return None if done.returncode == 0 else (done.stderr.strip() or f"git apply exited {done.returncode}")
+    if done.returncode != 0:
+        return done.stderr.strip() or f"git apply exited {done.returncode}"
+    drop_stale_bytecode(copy, patched_paths(patch.read_text()))
+    return None
 
 
 def contained(argv: list[str]) -> list[str]:
@@ -237,8 +259,8 @@ def run_one(repo: Path, weakening: Weakening, workroot: Path, timeout: float = C
         env = dict(os.environ)
         path = os.pathsep.join([str(into / "path"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env.update(PYTHONPATH=path,
-                   NO_DOCKER_WEAKENED_COPY=str(copy), NO_DOCKER_WEAKENED_OUTCOMES=str(outcomes_file),
-                   PYTHONDONTWRITEBYTECODE="1")
+                   NO_DOCKER_WEAKENED_COPY=str(copy), NO_DOCKER_WEAKENED_OUTCOMES=str(outcomes_file))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         if stop_at_first:
             env["NO_DOCKER_WEAKENED_STOP_AT_FIRST"] = json.dumps(list(weakening.breaks))
         else:

@@ -130,6 +130,9 @@ def test_the_helper_itself_refuses_a_route_with_crlf(tmp_path):
         assert done.returncode == 2, done.stdout + done.stderr
         assert "usage" in done.stdout
     finally:
+        # close() does not wake an accept() blocked in another thread (it waited out its 10 s);
+        # shutdown() of a listening socket does, with EINVAL (Linux).
+        server.shutdown(socket.SHUT_RDWR)
         server.close()
         thread.join(10)
     assert got == [], f"the helper sent {got!r}"
