@@ -132,9 +132,15 @@ PIP_FLAGS = frozenset({"-q", "--quiet", "-U", "--upgrade", "--user", "--no-cache
 # takes any word that ends like an archive and exists as a file for that file).
 # The version: PEP 440's public form (N[.N]*, a pre-, post- or dev-release), `.*` after == or
 # != only; T-87 measures the pattern against pip itself.
-_VERSION = r"[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?"
+# As packaging's Specifier reads them (specifiers.py, the regex of each operator): `.*` follows a
+# release only (`==1.0a1.*` is no specifier), and `~=` needs two release segments at least (`~=0` is
+# none: pip says "Invalid requirement", T-87's hypothesis run found it).
+_RELEASE = r"[0-9]+(\.[0-9]+)*"
+_TAIL = r"((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?"
+_VERSION = _RELEASE + _TAIL
+_SPECIFIER = rf"(==|!=)({_RELEASE}\.\*|{_VERSION})|(<=|>=|<|>){_VERSION}|~=[0-9]+(\.[0-9]+)+{_TAIL}"
 REQUIREMENT = re.compile(rf"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*\])?"
-                         rf"((==|!=){_VERSION}(\.\*)?|(<=|>=|~=|<|>){_VERSION})?\Z")
+                         rf"({_SPECIFIER})?\Z")
 # pip's utils.filetypes.ARCHIVE_EXTENSIONS (.zip .whl .tar.bz2 .tbz .tar.xz .txz .tlz .tar.lz
 # .tar.lzma .tar.gz .tgz .tar), widened to every compression suffix; and apt's local files.
 ARCHIVE_SUFFIXES = (".zip", ".whl", ".tar", ".tgz", ".tbz", ".txz", ".tlz", ".gz", ".bz2", ".xz", ".lz",

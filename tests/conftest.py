@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from detached import start_detached
 from hang_guard import pytest_runtest_protocol  # noqa: F401 - a hook: every test is bounded
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,35 +99,7 @@ def _hold_namespaces() -> list[int]:
         ["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups",
          "unshare", "--user", "--map-root-user", "--pid", "--kill-child", "--mount-proc", "sleep", "3600"],
     ]
-    return [fd for fd in (_start_detached(argv) for argv in holds) if fd is not None]
-
-
-def _start_detached(argv: list[str]) -> int | None:
-    """Start ARGV as a grandchild in a session of its own (its parent exits at once, so it is
-    nobody's child here); a pidfd on it, or None."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # only fork, exec and _exit here: the test process may have threads
-        try:
-            os.close(r)
-            grandchild = os.fork()
-            if grandchild == 0:
-                os.setsid()
-                null = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(null, fd)
-                os.execvp(argv[0], argv)
-            os.write(w, str(grandchild).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    os.waitpid(pid, 0)
-    data = os.read(r, 32)
-    os.close(r)
-    try:
-        return os.pidfd_open(int(data))
-    except (ValueError, OSError):
-        return None
+    return [fd for fd in (start_detached(argv) for argv in holds) if fd is not None]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -213,3 +213,46 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                             count_towards_summary=True) for case in incomplete_cases)
     else:
         terminalreporter.write_line(f"T-series: complete - {len(ran)} T-cases ran, none skipped")
+
+
+# --------------------------------------------------------------------------- weakened builds
+
+WEAKENED_TEST = "test_weakened_build_fails_its_cases"
+# Beside the rest of the suite (weakened_harness.Background): two at a time, as the other tests
+# keep about one core busy; NO_DOCKER_WEAKENED_BACKGROUND=0 runs them in their test, alone.
+BACKGROUND_WORKERS = 2
+
+
+def _weakened_patches(items: list[pytest.Item]) -> list[Path]:
+    return [item.callspec.params["patch"] for item in items
+            if getattr(item, "originalname", "") == WEAKENED_TEST and hasattr(item, "callspec")
+            and item.callspec.params.get("patch") is not None]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The weakened builds' tests last: they wait for the harness, which runs meanwhile."""
+    weakened = [item for item in items if getattr(item, "originalname", "") == WEAKENED_TEST]
+    if weakened:
+        chosen = set(weakened)
+        items[:] = [item for item in items if item not in chosen] + weakened
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    import weakened_harness as wh
+
+    patches = _weakened_patches(session.items)
+    if (not patches or session.config.option.collectonly
+            or os.environ.get("NO_DOCKER_WEAKENED_BACKGROUND", "1") == "0"):
+        return
+    workers = int(os.environ.get("NO_DOCKER_WEAKENED_WORKERS", str(BACKGROUND_WORKERS)))
+    out = REPO / ".pytest_cache" / "weakened-bg"
+    session.config.stash[wh.BACKGROUND_KEY] = wh.Background(patches, workers, out)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    import weakened_harness as wh
+
+    background = session.config.stash.get(wh.BACKGROUND_KEY, None)
+    if background is not None:
+        background.stop()

@@ -80,6 +80,8 @@ def _fresh(root: Path) -> Path:
 @example("no-docker-99.0.tar.gz", False)  # issue 27's word, always tried
 @example("no-docker==99.0.tar.gz", False)
 @example("no-docker", True)  # a project directory named like the package
+@example("B8[x]~=00", False)  # found by this test: ~= needs two release segments
+@example("x==1.0a1.*", False)  # .* after a pre-release is no specifier
 def test_t87_a_word_the_guard_accepts_is_looked_up_in_an_index(places: tuple[Path, Path], word: str,
                                                                as_dir: bool) -> None:
     if requirement_problem(word) is not None:

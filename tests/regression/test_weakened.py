@@ -8,11 +8,13 @@ a tiny repository made here, with a patch that breaks its test and one that does
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -247,7 +249,14 @@ def weakened_results(request):
                 and hasattr(item, "callspec") and item.callspec.params.get("patch") is not None]
     # Each target stops at its first failed test: that shows it; the table in
     # docs/regression-cases.md (weakened_harness.py --doc) has every test's outcome.
-    return wh.run_all(REPO, [wh.load(p) for p in selected], WORKROOT, workers=WORKERS, stop_at_first=True)
+    background = request.config.stash.get(wh.BACKGROUND_KEY, None)
+    if background is None or set(background.patches) != set(selected):
+        return wh.run_all(REPO, [wh.load(p) for p in selected], WORKROOT, workers=WORKERS, stop_at_first=True)
+    # started when collection ended, beside the other tests (tests/regression/conftest.py);
+    # bounded below the suite's per-test net (hang_guard: 600 s)
+    results = background.wait(timeout=560)
+    wh.remove_empty_leaves(wh.run_cgroup_leaves() - background.leaves_before)
+    return results
 
 
 @pytest.mark.slow
@@ -342,3 +351,56 @@ def test_the_harness_removes_only_empty_run_cgroups():
     wh.remove_empty_leaves([busy.path], min_age=3600)  # empty now, but too young: left alone
     assert os.path.exists(busy.path)
     assert busy.remove(deadline=time.monotonic() + 5)
+
+
+def test_results_written_by_the_background_harness_read_back_whole(tmp_path):
+    patch = PATCHES[0]
+    result = wh.Result(wh.load(patch), True, "2 of 2 failed", 1.5, {"tests/x.py::test_a": "failed"})
+    doc = json.loads(json.dumps(wh.result_doc({patch: result}, {"/sys/fs/cgroup/a"})))
+    back = wh.results_of_doc(doc)[patch]
+    assert (back.shown, back.detail, back.seconds, back.outcomes, back.weakening.why) == (
+        True, "2 of 2 failed", 1.5, {"tests/x.py::test_a": "failed"}, result.weakening.why)
+    assert doc["leaves_before"] == ["/sys/fs/cgroup/a"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the children's pid namespaces (their safety net) need root")
+def test_a_background_harness_stopped_early_takes_every_child_with_it(tmp_path):
+    """The session can end before the weakened builds do (-x, a failure, Ctrl-C): stop() kills
+    the harness, and PDEATHSIG every child pytest it started, mid-build."""
+    slow = [p for p in PATCHES if p.name.startswith("t03-")][:2]
+    background = wh.Background(slow, 2, tmp_path / "bg")
+    deadline = time.monotonic() + 60
+    while not _harness_children(background) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    started = _harness_children(background)
+    try:
+        assert started, "the harness started no child within 60 s: this test would prove nothing"
+    finally:
+        background.stop()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [pid for pid in started if Path(f"/proc/{pid}").exists()] == []
+    assert not (tmp_path / "bg" / wh.RESULTS_NAME).exists()
+
+
+def _harness_children(background: wh.Background) -> list[int]:
+    """The processes background's harness started (its children, whose command line names a
+    weakened build), and theirs: pid 1 of each build's namespace. Found by ancestry, not by
+    name: the session's own harness runs the same builds beside this test."""
+    with open(f"/proc/self/fdinfo/{background.pidfd}") as f:
+        harness = next(int(line.split()[1]) for line in f if line.startswith("Pid:"))
+
+    def children(pid: int) -> list[int]:
+        # per thread: the harness's worker threads fork the builds (proc(5), task/TID/children)
+        found = []
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                found += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+        return found
+
+    builds = [pid for pid in children(harness)
+              if b"_nd_weakened_plugin" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return builds + [grandchild for pid in builds for grandchild in children(pid)]

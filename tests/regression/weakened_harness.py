@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 PARTS = ("supervisor", "canary", "mutants", "ci")
 # The copy keeps the tree's bytecode: without it every Python the weakened cases start (the
 # child pytest, each `no-docker run` it makes) compiled the whole package from source again.
@@ -222,7 +224,11 @@ def contained(argv: list[str]) -> list[str]:
     """
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         return argv
-    return ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
+    # setpriv --pdeathsig: unshare is SIGKILLed when the thread that started it ends, so a
+    # harness that is itself killed (the suite's run beside the tests, ended at the session's
+    # end) takes its children with it (prctl(2) PR_SET_PDEATHSIG, kept across execve)
+    death = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
+    return [*death, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
             sys.executable, "-I", "-S", "-c", REAPER, *argv]
 
 
@@ -284,13 +290,116 @@ def run_one(repo: Path, weakening: Weakening, workroot: Path, timeout: float = C
 
 
 def run_all(repo: Path, weakenings: Iterable[Weakening], workroot: Path,
-            workers: int = 2, stop_at_first: bool = False) -> dict[Path, Result]:
+            workers: int = 2, stop_at_first: bool = False, remove_leaves: bool = True) -> dict[Path, Result]:
+    """Every weakening, WORKERS at a time; REMOVE_LEAVES: rmdir the empty run cgroups that
+    appeared meanwhile (off where other runs start beside this one: their owner removes them)."""
     items = list(weakenings)
     leaves_before = run_cgroup_leaves()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(lambda w: run_one(repo, w, workroot, stop_at_first=stop_at_first), items))
-    remove_empty_leaves(run_cgroup_leaves() - leaves_before)
+    if remove_leaves:
+        remove_empty_leaves(run_cgroup_leaves() - leaves_before)
     return {r.weakening.path: r for r in results}
+
+
+# --------------------------------------------------------------------------- beside the suite
+#
+# The suite runs the weakened builds in a process of their own, started when collection ends
+# (tests/regression/conftest.py) and detached (nobody's child in the test process), while the
+# other tests run: the builds are CPU-bound and the rest of the suite leaves a core mostly idle
+# (measured on a slow machine of this kind: the harness alone 233-263 s of 1153 s, the suite
+# ~900 s without it). Its results reach test_weakened.py as one JSON file.
+
+RESULTS_NAME = "results.json"
+
+
+def result_doc(results: Mapping[Path, Result], leaves_before: Iterable[str]) -> dict:
+    """What the background harness writes (pure): each weakening's verdict, and the run cgroups
+    that existed before it started (the suite removes the empty ones that appeared after)."""
+    return {"leaves_before": sorted(leaves_before),
+            "results": {str(path): {"shown": r.shown, "detail": r.detail, "seconds": r.seconds,
+                                    "outcomes": r.outcomes}
+                        for path, r in results.items()}}
+
+
+def results_of_doc(doc: Mapping) -> dict[Path, Result]:
+    """The Results a background harness's document holds (pure; the inverse of result_doc)."""
+    return {Path(path): Result(load(Path(path)), item["shown"], item["detail"], item["seconds"],
+                               item["outcomes"])
+            for path, item in doc["results"].items()}
+
+
+class Background:
+    """The harness running beside the suite: a pidfd on it (it is nobody's child here) and the
+    directory its results land in."""
+
+    def __init__(self, patches: list[Path], workers: int, out: Path) -> None:
+        from detached import start_detached  # tests/: the suite's helper, not the harness's
+
+        self.patches, self.out, self.started = list(patches), out, time.monotonic()
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RESULTS_NAME).unlink(missing_ok=True)
+        self.pidfd = start_detached([sys.executable, str(Path(__file__).resolve()), "--background",
+                                     str(out), str(workers), *map(str, self.patches)])
+        if self.pidfd is None:
+            raise OSError("the weakened builds' harness did not start")
+
+    def wait(self, timeout: float) -> dict[Path, Result]:
+        """Its results, once it has exited (a pidfd is readable then, pidfd_open(2)); an error
+        naming what went wrong if it wrote none or is still running after TIMEOUT seconds."""
+        import select
+
+        if not select.select([self.pidfd], [], [], timeout)[0]:
+            raise TimeoutError(f"the weakened builds' harness still runs after {timeout:.0f} s")
+        try:
+            doc = json.loads((self.out / RESULTS_NAME).read_text())
+        except (OSError, ValueError) as error:
+            raise RuntimeError(f"the weakened builds' harness ended without results ({error})") from None
+        if "error" in doc:
+            raise RuntimeError(f"the weakened builds' harness stopped: {doc['error']}")
+        self.leaves_before = set(doc["leaves_before"])
+        return results_of_doc(doc)
+
+    def stop(self) -> None:
+        """End it if it still runs (the session ends first: a failure, -x, Ctrl-C); its children
+        die with it (PDEATHSIG). The pidfd names this process and no other, whatever pid reuse."""
+        import select
+        import signal
+
+        if self.pidfd is None:
+            return
+        try:
+            if not select.select([self.pidfd], [], [], 0)[0]:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+                select.select([self.pidfd], [], [], 10)
+        except ProcessLookupError:
+            pass
+        finally:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+BACKGROUND_KEY: pytest.StashKey[Background] = pytest.StashKey()  # config.stash: this session's
+
+
+def background_main(argv: list[str]) -> int:
+    """``weakened_harness.py --background OUT_DIR WORKERS PATCH...``: run the weakenings (each
+    target to its first failure) and write OUT_DIR/results.json whole (a rename), or the error
+    that stopped it; SIGTERM ends it, and with it (PDEATHSIG, above) every child it started."""
+    out, workers, patches = Path(argv[0]), int(argv[1]), [Path(p) for p in argv[2:]]
+    repo = Path(__file__).resolve().parents[2]
+    leaves_before: set[str] = set()
+    try:
+        leaves_before = run_cgroup_leaves()
+        results = run_all(repo, [load(p) for p in patches], repo / ".pytest_cache" / "weakened",
+                          workers=workers, stop_at_first=True, remove_leaves=False)
+        doc = result_doc(results, leaves_before)
+    except Exception as error:  # the suite shows it as each weakened test's failure
+        doc = {"leaves_before": sorted(leaves_before), "error": f"{type(error).__name__}: {error}"}
+    part = out / (RESULTS_NAME + ".part")
+    part.write_text(json.dumps(doc))
+    part.rename(out / RESULTS_NAME)
+    return 0
 
 
 def run_cgroup_leaves() -> set[str]:
@@ -429,4 +538,6 @@ def _main(argv: list[str]) -> int:  # pragma: no cover - a maintenance command, 
 
 
 if __name__ == "__main__":  # pragma: no cover
+    if sys.argv[1:2] == ["--background"]:
+        sys.exit(background_main(sys.argv[2:]))
     sys.exit(_main(sys.argv[1:]))
