@@ -239,20 +239,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    import weakened_harness as wh
-
     patches = _weakened_patches(session.items)
     if (not patches or session.config.option.collectonly
             or os.environ.get("NO_DOCKER_WEAKENED_BACKGROUND", "1") == "0"):
         return
+    import weakened_harness as wh  # only here: copies of this conftest have no harness beside them
     workers = int(os.environ.get("NO_DOCKER_WEAKENED_WORKERS", str(BACKGROUND_WORKERS)))
     out = REPO / ".pytest_cache" / "weakened-bg"
     session.config.stash[wh.BACKGROUND_KEY] = wh.Background(patches, workers, out)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    import weakened_harness as wh
-
-    background = session.config.stash.get(wh.BACKGROUND_KEY, None)
+    wh = sys.modules.get("weakened_harness")
+    background = session.config.stash.get(wh.BACKGROUND_KEY, None) if wh is not None else None
     if background is not None:
         background.stop()
