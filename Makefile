@@ -2,7 +2,7 @@
 #   make prove   the main job: canary on the real engine paths inside an outer guard,
 #                the pinned mutant without and with isolation, a route table (about 10 s
 #                once set up; the set-up installs only what prove needs: `pip install -e .`)
-#   make test    the whole test suite (unit, property, T-series; about 12 minutes on 2 cores),
+#   make test    the whole test suite (unit, property, T-series; 12-17 minutes on 2 cores),
 #                with everything it needs: `pip install -e '.[test]'`
 VENV ?= .venv
 PY := $(VENV)/bin/python
