@@ -139,8 +139,8 @@ _RELEASE = r"[0-9]+(\.[0-9]+)*"
 _TAIL = r"((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?"
 _VERSION = _RELEASE + _TAIL
 _SPECIFIER = rf"(==|!=)({_RELEASE}\.\*|{_VERSION})|(<=|>=|<|>){_VERSION}|~=[0-9]+(\.[0-9]+)+{_TAIL}"
-REQUIREMENT = re.compile(rf"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*\])?"
-                         rf"({_SPECIFIER})?\Z")
+_EXTRA = r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?"  # PEP 508's identifier, as a name
+REQUIREMENT = re.compile(rf"{_EXTRA}(\[{_EXTRA}(,{_EXTRA})*\])?({_SPECIFIER})?\Z")
 # pip's utils.filetypes.ARCHIVE_EXTENSIONS (.zip .whl .tar.bz2 .tbz .tar.xz .txz .tlz .tar.lz
 # .tar.lzma .tar.gz .tgz .tar), widened to every compression suffix; and apt's local files.
 ARCHIVE_SUFFIXES = (".zip", ".whl", ".tar", ".tgz", ".tbz", ".txz", ".tlz", ".gz", ".bz2", ".xz", ".lz",

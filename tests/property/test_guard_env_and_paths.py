@@ -75,7 +75,8 @@ SPEC_VERSIONS = st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,2}){0,3}((a|b|rc)[0-9])?(\.
 
 @settings(max_examples=600, deadline=None)
 @given(st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,6}[A-Za-z0-9])?", fullmatch=True),
-       st.sampled_from(["", "[x]", "[a,b]", "[a_b-c]"]),
+       st.one_of(st.sampled_from(["", "[x]", "[a,b]", "[a_b-c]"]),
+                 st.from_regex(r"\[[A-Za-z0-9._,-]{1,8}\]", fullmatch=True)),
        st.one_of(st.just(""), st.tuples(st.sampled_from(SPEC_OPERATORS), SPEC_VERSIONS).map("".join)))
 def test_an_accepted_requirement_is_one_pip_parses(name: str, extras: str, spec: str) -> None:
     """Every word the guard accepts is a requirement to the packaging pip vendors (what

@@ -17,10 +17,12 @@ leaves a process behind:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,7 @@ with open({record!r}, "w") as f:
 if {leave!r}:
     if os.fork() == 0:
         os.setsid()
-        os.execv("/bin/sleep", ["sleep", "31.6417"])
+        os.execv("/bin/sleep", ["sleep", {pause!r}])
 sys.exit(1)
 """
 
@@ -59,7 +61,7 @@ def tools_dir():
 
 def _tools(tools: Path, record: Path, leave: bool = False) -> Path:
     sudo = tools / "sudo"
-    sudo.write_text(STAND_IN.format(record=str(record), leave=leave))
+    sudo.write_text(STAND_IN.format(record=str(record), leave=leave, pause=PAUSE))
     sudo.chmod(0o755)
     return tools
 
@@ -69,10 +71,15 @@ def _env(tools: Path, work: Path) -> dict[str, str]:
                 T64_KEPT="kept")
 
 
+# A duration nothing else uses, this session's own: the weakened t64 build, run beside the suite,
+# leaves its stand-in's sleep too, in a pid namespace this process sees.
+PAUSE = f"31.{os.getpid():07d}{time.time_ns() % 1000:03d}"
+
+
 def _left_behind() -> list[str]:
     """The stand-in's leftover, found by its command line (a duration nothing else uses); ours
     (the test's stand-in) and never to be left: ended here, and the caller fails."""
-    left = subprocess.run(["pgrep", "-f", "^sleep 31.6417$"], capture_output=True, text=True,
+    left = subprocess.run(["pgrep", "-f", f"^sleep {re.escape(PAUSE)}$"], capture_output=True, text=True,
                           timeout=120).stdout.split()
     for pid in left:
         os.kill(int(pid), signal.SIGKILL)

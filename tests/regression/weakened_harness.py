@@ -36,8 +36,10 @@ PARTS = ("supervisor", "canary", "mutants", "ci")
 # A cached .pyc is used only when its source's mtime and size match (importlib's default
 # check), and copytree keeps mtimes, so a file the patch rewrites is compiled afresh; its old
 # .pyc is removed anyway (drop_stale_bytecode).
+# Also what the running suite makes and removes while a copy is taken (the harness runs beside
+# it): bytecode's temporary `X.pyc.<id>` and setuptools' release tree `no_docker-<version>/`.
 IGNORE = shutil.ignore_patterns(".git", ".venv", ".pytest_cache", ".ruff_cache", ".hypothesis",
-                                "*.egg-info", "build", "dist")
+                                "*.egg-info", "build", "dist", "*.pyc.*", "no_docker-*")
 CHILD_TIMEOUT = 240.0
 
 PLUGIN = '''"""Loaded with -p in the weakened copy's pytest: refuse to run anything but the copy."""
@@ -222,12 +224,13 @@ def contained(argv: list[str]) -> list[str]:
     when it exits (pid_namespaces(7)), and ``--kill-child`` does the same if the harness kills
     ``unshare`` on a timeout.
     """
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        return argv
-    # setpriv --pdeathsig: unshare is SIGKILLed when the thread that started it ends, so a
+    # setpriv --pdeathsig: the child is SIGKILLed when the thread that started it ends, so a
     # harness that is itself killed (the suite's run beside the tests, ended at the session's
-    # end) takes its children with it (prctl(2) PR_SET_PDEATHSIG, kept across execve)
+    # end) takes its children with it (prctl(2) PR_SET_PDEATHSIG, kept across execve; no
+    # privilege needed)
     death = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return [*death, *argv]
     return [*death, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
             sys.executable, "-I", "-S", "-c", REAPER, *argv]
 
@@ -253,6 +256,16 @@ def run_one(repo: Path, weakening: Weakening, workroot: Path, timeout: float = C
     its first failed test (enough to show it; the suite's mode), else every test runs (the
     table's counts)."""
     started = time.monotonic()
+    try:
+        return _run_one(repo, weakening, workroot, timeout, stop_at_first, started)
+    except (OSError, shutil.Error, ValueError, subprocess.SubprocessError) as error:
+        # one weakening's trouble (a copy of a tree that changed under it...) is its own result
+        return Result(weakening, False, f"the harness could not run it: {type(error).__name__}: {error}",
+                      time.monotonic() - started)
+
+
+def _run_one(repo: Path, weakening: Weakening, workroot: Path, timeout: float, stop_at_first: bool,
+             started: float) -> Result:
     workroot.mkdir(parents=True, exist_ok=True)
     into = Path(tempfile.mkdtemp(prefix=weakening.path.stem[:40] + "-", dir=workroot))
     try:
@@ -333,15 +346,18 @@ class Background:
     """The harness running beside the suite: a pidfd on it (it is nobody's child here) and the
     directory its results land in."""
 
-    def __init__(self, patches: list[Path], workers: int, out: Path) -> None:
+    def __init__(self, patches: list[Path], workers: int, parent: Path) -> None:
         from detached import start_detached  # tests/: the suite's helper, not the harness's
 
-        self.patches, self.out, self.started = list(patches), out, time.monotonic()
-        out.mkdir(parents=True, exist_ok=True)
-        (out / RESULTS_NAME).unlink(missing_ok=True)
+        self.patches, self.started = list(patches), time.monotonic()
+        parent.mkdir(parents=True, exist_ok=True)
+        # this session's own: another session in the same checkout has its own results and copies
+        self.out = Path(tempfile.mkdtemp(prefix="weakened-bg-", dir=parent))
         self.pidfd = start_detached([sys.executable, str(Path(__file__).resolve()), "--background",
-                                     str(out), str(workers), *map(str, self.patches)])
+                                     str(self.out), str(workers), str(os.getpid()),
+                                     *map(str, self.patches)])
         if self.pidfd is None:
+            shutil.rmtree(self.out, ignore_errors=True)
             raise OSError("the weakened builds' harness did not start")
 
     def wait(self, timeout: float) -> dict[Path, Result]:
@@ -377,21 +393,42 @@ class Background:
         finally:
             os.close(self.pidfd)
             self.pidfd = None
+            shutil.rmtree(self.out, ignore_errors=True)  # its copies, which a killed harness left
 
 
 BACKGROUND_KEY: pytest.StashKey[Background] = pytest.StashKey()  # config.stash: this session's
+
+
+def _end_with(owner: int) -> None:
+    """Exit when the test session OWNER ends however it ends (SIGKILL included, where its
+    sessionfinish never runs): a thread waits on a pidfd of it, taken while it waits for us to
+    start (so it is that process, whatever pid reuse); PDEATHSIG then takes our children."""
+    import select
+    import threading
+
+    try:
+        fd = os.pidfd_open(owner)
+    except OSError:
+        os._exit(1)
+
+    def watch() -> None:
+        select.select([fd], [], [])
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def background_main(argv: list[str]) -> int:
     """``weakened_harness.py --background OUT_DIR WORKERS PATCH...``: run the weakenings (each
     target to its first failure) and write OUT_DIR/results.json whole (a rename), or the error
     that stopped it; SIGTERM ends it, and with it (PDEATHSIG, above) every child it started."""
-    out, workers, patches = Path(argv[0]), int(argv[1]), [Path(p) for p in argv[2:]]
+    out, workers, owner, patches = Path(argv[0]), int(argv[1]), int(argv[2]), [Path(p) for p in argv[3:]]
     repo = Path(__file__).resolve().parents[2]
+    _end_with(owner)
     leaves_before: set[str] = set()
     try:
         leaves_before = run_cgroup_leaves()
-        results = run_all(repo, [load(p) for p in patches], repo / ".pytest_cache" / "weakened",
+        results = run_all(repo, [load(p) for p in patches], out / "copies",
                           workers=workers, stop_at_first=True, remove_leaves=False)
         doc = result_doc(results, leaves_before)
     except Exception as error:  # the suite shows it as each weakened test's failure
