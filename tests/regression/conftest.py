@@ -217,16 +217,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 # --------------------------------------------------------------------------- weakened builds
 
-WEAKENED_TEST = "test_weakened_build_fails_its_cases"
 # Beside the rest of the suite (weakened_harness.Background): two at a time, as the other tests
-# keep about one core busy; NO_DOCKER_WEAKENED_BACKGROUND=0 runs them in their test, alone.
+# use the cores too; NO_DOCKER_WEAKENED_BACKGROUND=0 runs them in their test, alone.
 BACKGROUND_WORKERS = 2
-
-
-def _weakened_patches(items: list[pytest.Item]) -> list[Path]:
-    return [item.callspec.params["patch"] for item in items
-            if getattr(item, "originalname", "") == WEAKENED_TEST and hasattr(item, "callspec")
-            and item.callspec.params.get("patch") is not None]
+WEAKENED_TEST = "test_weakened_build_fails_its_cases"  # weakened_harness.WEAKENED_TEST
 
 
 @pytest.hookimpl(trylast=True)
@@ -239,11 +233,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    patches = _weakened_patches(session.items)
-    if (not patches or session.config.option.collectonly
-            or os.environ.get("NO_DOCKER_WEAKENED_BACKGROUND", "1") == "0"):
+    if (session.config.option.collectonly or os.environ.get("NO_DOCKER_WEAKENED_BACKGROUND", "1") == "0"
+            or not any(getattr(item, "originalname", "") == WEAKENED_TEST for item in session.items)):
         return
     import weakened_harness as wh  # only here: copies of this conftest have no harness beside them
+
+    patches = wh.selected_patches(session.items)
+    if not patches:
+        return
     workers = int(os.environ.get("NO_DOCKER_WEAKENED_WORKERS", str(BACKGROUND_WORKERS)))
     try:
         session.config.stash[wh.BACKGROUND_KEY] = wh.Background(patches, workers, REPO / ".pytest_cache")

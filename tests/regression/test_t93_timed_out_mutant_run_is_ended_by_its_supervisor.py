@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from isolation_cases import require_bwrap
+from no_docker.supervisor.ending import procfs
 
 BIN = Path(sys.executable).parent
 ND = [sys.executable, "-m", "no_docker.supervisor.cli"]
@@ -63,14 +64,15 @@ def mark_holders() -> list[int]:
 
 
 def _described(pid: int) -> str:
-    """What a failure shows of a process left: its state and parent, from /proc."""
+    """What a failure shows of a process left: its state, parent, pids and uids (the
+    supervisor's own /proc parsers)."""
     try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
+        stat = procfs.parse_stat(Path(f"/proc/{pid}/stat").read_bytes())
+        status = Path(f"/proc/{pid}/status").read_bytes()
     except OSError as error:
         return f"gone ({error.strerror})"
-    return " ".join(f"{key.decode()}={fields.get(key, b'?').strip().decode()}"
-                    for key in (b"State", b"PPid", b"NSpid", b"Uid"))
+    return (f"{stat.comm.decode(errors='replace')} state={stat.state} ppid={stat.ppid} "
+            f"nspid={procfs.parse_nspid(status)} uids={procfs.parse_uids(status)}")
 
 
 def test_a_hung_mutant_is_ended_by_the_supervisor_and_scored_killed(tmp_path):

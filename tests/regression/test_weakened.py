@@ -245,9 +245,7 @@ def test_harness_flags_a_patch_that_no_longer_applies(tiny_repo, tmp_path):
 @pytest.fixture(scope="module")
 def weakened_results(request):
     """The selected weakened builds (``-k`` narrows them), run side by side once, WORKERS at a time."""
-    selected = [item.callspec.params["patch"] for item in request.session.items
-                if getattr(item, "originalname", "") == "test_weakened_build_fails_its_cases"
-                and hasattr(item, "callspec") and item.callspec.params.get("patch") is not None]
+    selected = wh.selected_patches(request.session.items)
     # Each target stops at its first failed test: that shows it; the table in
     # docs/regression-cases.md (weakened_harness.py --doc) has every test's outcome.
     background = request.config.stash.get(wh.BACKGROUND_KEY, None)
@@ -262,7 +260,7 @@ def weakened_results(request):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("patch", PATCHES or [None], ids=[p.stem for p in PATCHES] or ["none"])
-def test_weakened_build_fails_its_cases(patch, weakened_results):
+def test_weakened_build_fails_its_cases(patch, weakened_results):  # wh.WEAKENED_TEST
     assert patch is not None, f"no weakening patches under {WEAKENED}"
     result = weakened_results[patch]
     assert result.shown, f"{patch.name} ({result.weakening.why}): {result.detail}"

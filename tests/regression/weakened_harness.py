@@ -319,11 +319,19 @@ def run_all(repo: Path, weakenings: Iterable[Weakening], workroot: Path,
 #
 # The suite runs the weakened builds in a process of their own, started when collection ends
 # (tests/regression/conftest.py) and detached (nobody's child in the test process), while the
-# other tests run: the builds are CPU-bound and the rest of the suite leaves a core mostly idle
-# (measured on a slow machine of this kind: the harness alone 233-263 s of 1153 s, the suite
-# ~900 s without it). Its results reach test_weakened.py as one JSON file.
+# other tests run, which leave part of the two cores idle (waits, bounds, sleeps): on a slow
+# machine of this kind the suite went from 1140 s to 966 s, where the harness alone took
+# 233-263 s. Its results reach test_weakened.py as one JSON file.
 
 RESULTS_NAME = "results.json"
+WEAKENED_TEST = "test_weakened_build_fails_its_cases"  # test_weakened.py's, one item per patch
+
+
+def selected_patches(items: Iterable[object]) -> list[Path]:
+    """The patches of the weakened tests among a session's items (``-k`` narrows them)."""
+    return [item.callspec.params["patch"] for item in items  # type: ignore[attr-defined]
+            if getattr(item, "originalname", "") == WEAKENED_TEST and hasattr(item, "callspec")
+            and item.callspec.params.get("patch") is not None]  # type: ignore[attr-defined]
 
 
 def result_doc(results: Mapping[Path, Result], leaves_before: Iterable[str]) -> dict:
@@ -401,8 +409,8 @@ BACKGROUND_KEY: pytest.StashKey[Background] = pytest.StashKey()  # config.stash:
 
 def _end_with(owner: int) -> None:
     """Exit when the test session OWNER ends however it ends (SIGKILL included, where its
-    sessionfinish never runs): a thread waits on a pidfd of it, taken while it waits for us to
-    start (so it is that process, whatever pid reuse); PDEATHSIG then takes our children."""
+    sessionfinish never runs): a thread waits on a pidfd of it, taken first thing (a pid already
+    gone then is refused: we exit); PDEATHSIG then takes our children."""
     import select
     import threading
 
@@ -419,9 +427,10 @@ def _end_with(owner: int) -> None:
 
 
 def background_main(argv: list[str]) -> int:
-    """``weakened_harness.py --background OUT_DIR WORKERS PATCH...``: run the weakenings (each
-    target to its first failure) and write OUT_DIR/results.json whole (a rename), or the error
-    that stopped it; SIGTERM ends it, and with it (PDEATHSIG, above) every child it started."""
+    """``weakened_harness.py --background OUT_DIR WORKERS OWNER_PID PATCH...``: run the
+    weakenings (each target to its first failure) and write OUT_DIR/results.json whole (a
+    rename), or the error that stopped it. Background.stop's SIGKILL or OWNER's end ends it,
+    and with it (PDEATHSIG, contained) every child it started."""
     out, workers, owner, patches = Path(argv[0]), int(argv[1]), int(argv[2]), [Path(p) for p in argv[3:]]
     repo = Path(__file__).resolve().parents[2]
     _end_with(owner)
