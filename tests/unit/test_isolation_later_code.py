@@ -7,18 +7,16 @@ it has ended; ``later_code.later_code_changes`` names what the run added. Real g
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
+from git_env import GIT_ENV
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from isolation_helpers import bwrap_works, run_no_docker, weakened_probe
 from no_docker.supervisor.isolation import later_code, plan
 
-GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@x", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
