@@ -933,12 +933,20 @@ class Sentinel:
         self.path = os.path.join(directory, "outside.sock")
         self.sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
         try:
-            self.sock.bind(self.path)
+            # sun_path holds 108 bytes (unix(7)), and a state dir under pytest's or a CI's
+            # temporary directory makes the marker directory's path longer than that: the
+            # socket is bound through the directory's descriptor, whose name is short.
+            where = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                self.sock.bind(f"/proc/self/fd/{where}/outside.sock")
+            finally:
+                os.close(where)
             self.sock.listen(16)
             self.sock.setblocking(False)
         except OSError as err:
             self.sock.close()
-            raise NotProven("P12", f"cannot bind the sentinel socket {self.path}: {err.strerror}") from err
+            reason = err.strerror or err
+            raise NotProven("P12", f"cannot bind the sentinel socket {self.path}: {reason}") from err
 
     def close(self) -> int:
         reached = 0

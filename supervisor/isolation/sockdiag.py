@@ -424,8 +424,10 @@ def _netlink_through_a_child(netns_fd: int, userns_fd: int) -> _socket.socket:
             made = make()
             theirs.sendmsg([b"S"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights.pack(made.fileno()))])
             os._exit(0)
-        except BaseException:  # noqa: BLE001 - the parent sees no socket and says why
-            os._exit(1)
+        except OSError as err:  # the parent sees no socket and names the errno
+            os._exit(err.errno if err.errno and 0 < err.errno < 255 else 255)
+        except BaseException:  # noqa: BLE001 - the parent sees no socket and says so
+            os._exit(255)
     theirs.close()
     try:
         mine.settimeout(10)
@@ -438,8 +440,17 @@ def _netlink_through_a_child(netns_fd: int, userns_fd: int) -> _socket.socket:
     if len(fds) != 1:
         for fd in fds:
             os.close(fd)
-        raise SockDiagError(f"the child joining the namespace made no socket (exit status {status >> 8})")
+        code = os.waitstatus_to_exitcode(status)
+        why = os.strerror(code) if 0 < code < 255 else f"exit status {code}"
+        raise SockDiagError(f"the child joining the namespace made no socket ({why}; as an ordinary user "
+                            "only a namespace whose owner we made can be joined)")
     return _socket.socket(fileno=fds[0])
+
+
+def _is_our_netns(netns_fd: int) -> bool:
+    """NETNS_FD is the network namespace this thread is in (the same nsfs inode)."""
+    theirs, ours = os.fstat(netns_fd), os.stat("/proc/thread-self/ns/net")
+    return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
 
 
 def open_diag(netns_fd: int | None = None) -> DiagSocket:
@@ -453,7 +464,8 @@ def open_diag(netns_fd: int | None = None) -> DiagSocket:
     code of ours ever runs in the run's namespace even if moving back failed. Needs
     CAP_SYS_ADMIN in our own user namespace and in the namespace's owner (netns_install)."""
     try:
-        if netns_fd is None:
+        if netns_fd is None or _is_our_netns(netns_fd):
+            # Our own namespace needs no setns(2) (nor the rights it takes).
             return DiagSocket(_new_netlink())
         result: list[_socket.socket | BaseException] = []
 

@@ -319,7 +319,10 @@ def test_git_outside_after_a_refused_run_runs_nothing(t75_guard):
 
 def test_a_path_an_editable_install_adds_is_guarded_like_the_root(t75_guard):
     """a08: the project venv's .pth names W/src (an editable src-layout install); a
-    sitecustomize.py the run puts there ran at every later start of that venv's Python."""
+    sitecustomize.py the run puts there ran at every later start of that venv's Python.
+
+    The next command imports a module of W/src by name: a system Python (Debian's) has its own
+    sitecustomize.py earlier on sys.path, and the planted one is then never the one imported."""
     require_bwrap()
     guard = t75_guard
     work = guard.base / "t75-pth"
@@ -332,15 +335,15 @@ def test_a_path_an_editable_install_adds_is_guarded_like_the_root(t75_guard):
                           capture_output=True, text=True, check=True, timeout=60).stdout.strip()
     Path(site, "__editable__.proj-0.1.pth").write_text(f"{work}/src\n")
     env = _env(guard)
-    plant = _plant_script({"src/sitecustomize.py": REACH.format(case="pth")})
+    plant = _plant_script({"src/t75_pth_probe.py": REACH.format(case="pth")})
     planted = guard.run([*no_docker_argv("run", "--quiet", "--"), sys.executable, "-c", plant], cwd=work,
                         env=env)
     assert planted.returncode == 125 and b"none of it runs later" in planted.stderr, planted.stderr
     seen = len(guard.records())
-    guard.run([str(python), "-c", "pass"], cwd=guard.base, env=env)
+    guard.run([str(python), "-c", "import t75_pth_probe"], cwd=guard.base, env=env)
     assert not any("/t75/pth" in json.dumps(r) for r in guard.records()[seen:])
-    _plant_here(work, {"src/sitecustomize.py": REACH.format(case="pth")})  # the control
-    guard.run([str(python), "-c", "pass"], cwd=guard.base, env=env)
+    _plant_here(work, {"src/t75_pth_probe.py": REACH.format(case="pth")})  # the control
+    guard.run([str(python), "-c", "import t75_pth_probe"], cwd=guard.base, env=env)
     assert _reached(guard, "pth")
 
 

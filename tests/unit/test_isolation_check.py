@@ -75,7 +75,11 @@ def _weaker(tmp_path, flags: list[str]) -> subprocess.CompletedProcess:
     os.write(fd, plan)
     os.lseek(fd, 0, os.SEEK_SET)
     try:
-        return subprocess.run([BWRAP, *flags, "--ro-bind-data", str(fd), PLAN_PATH, "--", *CHECK],
+        # A tmpfs on /run holds the plan: bwrap makes its mount point there, which an ordinary
+        # user cannot do in the host's /run (and root would leave it on the host); read-only after,
+        # as no-docker's own /run is, so only the weakening named in each case fails.
+        return subprocess.run([BWRAP, *flags, "--tmpfs", "/run", "--ro-bind-data", str(fd), PLAN_PATH,
+                               "--remount-ro", "/run", "--", *CHECK],
                               cwd=tmp_path, pass_fds=(fd,), capture_output=True, text=True, timeout=60,
                               env=env)
     finally:
@@ -90,7 +94,7 @@ def _weaker(tmp_path, flags: list[str]) -> subprocess.CompletedProcess:
     # Nested user namespaces not denied: P9 makes one (in a child) and refuses.
     (["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--cap-drop", "ALL",
       "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"], "P9"),
-    # Everything but the file-system view: the host's /run (and its sockets) is still there.
+    # Everything but the file-system view: the host's /tmp (and its sockets) is still there.
     (["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--cap-drop", "ALL",
       "--unshare-user", "--disable-userns",
       "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"], "P3"),

@@ -413,6 +413,9 @@ def test_a_planted_dot_git_file_cannot_make_a_directory_writable(tmp_path, build
         assert result.returncode == 125 and "inside a system directory" in result.stderr, result.stderr
     else:
         # /var is left to the plan (work dirs live there): the weakened plan makes it writable.
+        if not os.access(target, os.W_OK):
+            pytest.skip(f"{target} is not writable by this user even when bound writable: the "
+                        "weakened build shows nothing here (shown as root)")
         assert result.returncode == 0 and result.stdout.startswith("WRITABLE"), (result.stdout, result.stderr)
 
 
