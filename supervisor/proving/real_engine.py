@@ -297,10 +297,24 @@ def missing_tools(which: Callable[[str], str | None] = shutil.which) -> list[str
 
 
 def listing_diff(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    """What differs between two host listings ({entry: what}): new, gone, changed."""
+    """What differs between two host listings ({entry: what}): new, gone, changed.
+
+    A Podman process that was there before and has ended is not a change the proof made:
+    every process the proof starts lives in its guard's pid namespace and starts after
+    BEFORE was taken, and it signals nothing outside it. Such a process belongs to someone
+    else (another user's Podman, a unit the package started) and ending is its own business;
+    ``ended_elsewhere`` names it. A new process, or any file or cgroup change, still counts."""
     from .prove import diff_digests
 
-    return diff_digests(before, after, ("new", "gone", "changed"))
+    return [c for c in diff_digests(before, after, ("new", "gone", "changed"))
+            if not c.startswith("gone process ")]
+
+
+def ended_elsewhere(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """Podman processes (``pid comm``) in BEFORE and not in AFTER: not the proof's (see
+    ``listing_diff``), said in its progress and figures, never a failure."""
+    return sorted(k.removeprefix("process ") for k in before
+                  if k.startswith("process ") and k not in after)
 
 
 def parse_comm_stat(stat: bytes) -> tuple[str, str]:
@@ -748,8 +762,11 @@ def prove_real_engine(say: Callable[[str], None] = lambda text: None) -> tuple[l
     after = host_listing()
     figures["host_after"] = after
     changes = listing_diff(before, after)
+    ended = ended_elsewhere(before, after)
+    figures["host_ended_elsewhere"] = ended
     say(f"no-docker: host listing after: {len(after)} entries, {len(changes)} changes; "
-        f"Podman processes: {left or 'none'}")
+        f"Podman processes: {left or 'none'}"
+        + (f"; ended meanwhile, not ours: {', '.join(ended)}" if ended else ""))
     if engine is not None:
         incomplete += engine.problems
     if len(phases) == 2:

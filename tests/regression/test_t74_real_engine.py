@@ -118,7 +118,11 @@ def test_every_route_podman_serves_is_in_the_table(proved):
 def test_host_left_as_it_was(proved):
     figures = proved["report"]["figures"]
     before, after = figures["host_before"], figures["host_after"]
-    assert before == after, proved["module"].listing_diff(before, after)
+    # A Podman process of someone else's that ended meanwhile is not the proof's doing
+    # (it starts its own in its guard's pid namespace, after the listing): named, not failed.
+    ended = {f"process {p}" for p in figures["host_ended_elsewhere"]}
+    assert {k: v for k, v in before.items() if k not in ended} == after, \
+        proved["module"].listing_diff(before, after)
     assert figures["host_changes"] == []
     assert proved["left"] == [], f"Podman processes left behind: {proved['left']}"
 
