@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from no_docker.supervisor.ending.lifecycle import RunLifecycle
-from no_docker.supervisor.ending.procfs import ProcFS
+from no_docker.supervisor.ending.procfs import ProcFS, ProcfsError
+from nonroot import pids_limit_unavailable, require_pids_limit
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 
@@ -36,12 +37,22 @@ READY = "echo ready >&$READY_FD"
 
 
 class Tree:
-    def __init__(self, script: str, *, max_pids: int = 400, procfs: ProcFS | None = None,
-                 use_cgroup: bool = True, end_timeout: float = 10.0, userns: bool = False) -> None:
+    """A run's process tree. MAX_PIDS bounds it where this user can make a pids cgroup; where
+    it cannot (an ordinary user without a delegated cgroup), a script without a fork bomb runs
+    unbounded, as that user's ``no-docker run`` does, its pid namespace the only bound, and a
+    fork bomb skips: it is never started without a limit."""
+
+    def __init__(self, script: str, *, max_pids: int | None = 400, procfs: ProcFS | None = None,
+                 use_cgroup: bool = True, end_timeout: float = 10.0, userns: bool = False,
+                 subreaper: bool = False) -> None:
+        if max_pids is not None and pids_limit_unavailable() is not None:
+            if BOMB in script:
+                require_pids_limit()
+            max_pids = None
         self.script = script
         self.userns = userns  # a user namespace mapping one uid, as every `no-docker run` has
         self.life = RunLifecycle(["tree"], max_pids=max_pids, procfs=procfs, use_cgroup=use_cgroup,
-                                 end_timeout=end_timeout, check_stale=False)
+                                 end_timeout=end_timeout, check_stale=False, subreaper=subreaper)
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> Tree:
@@ -82,14 +93,66 @@ class Tree:
         return RunTarget(self.life.run_id, self.life.namespace, self.life.record.init, self.life.cgroup)
 
     def count_in_cgroup(self) -> int:
-        """Tasks in the v1 pids cgroup (zombies included): independent of the proof passes."""
+        """Tasks in the v1 pids cgroup (zombies included): independent of the proof passes.
+        Without one, the processes descended from the run's init by ``/proc``'s parent links
+        (init included; an orphan is reparented to init, so while init lives none is missed)."""
         cg = self.life.cgroup
         if cg is None or cg.pids_v1 is None:
-            return -1
+            return len(self.descendants())
         try:
             return len(Path(cg.pids_v1, "cgroup.procs").read_text().split())
         except FileNotFoundError:
             return 0
+
+    def descendants(self) -> set[int]:
+        """The run's init and every process below it now (by ``/proc/PID/stat`` ppid)."""
+        record = self.life.record
+        if record is None or record.init is None:
+            return set()
+        init = record.init.pid
+        procfs = ProcFS()
+        children: dict[int, list[int]] = {}
+        alive_init = False
+        for pid in procfs.pids():
+            try:
+                st = procfs.stat(pid)
+            except ProcfsError:
+                continue
+            if pid == init:
+                alive_init = st.start_time == record.init.start_time
+            children.setdefault(st.ppid, []).append(pid)
+        if not alive_init:
+            return set()
+        out, todo = {init}, [init]
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in out:
+                    out.add(child)
+                    todo.append(child)
+        return out
+
+    def members_left(self, timeout: float = 5.0) -> list[int]:
+        """Processes still in the run's own pid namespace (by ``/proc/PID/ns/pid``, zombies
+        included) once TIMEOUT has passed or none is: with the namespace's init gone the kernel
+        kills every member and every nested namespace, so an empty answer is the kernel's word
+        where no cgroup counts. A zombie init whose bwrap has just exited is reaped by the
+        host's init a moment later: hence the wait."""
+        ns = self.life.namespace
+        if ns is None:
+            return []
+        procfs = ProcFS()
+        deadline = time.monotonic() + timeout
+        while True:
+            left = []
+            for pid in procfs.pids():
+                try:
+                    if procfs.pidns_inode(pid) == ns.ns.inode:
+                        left.append(pid)
+                except ProcfsError:
+                    continue
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.02)
 
     def __exit__(self, *exc: object) -> None:
         cg = self.life.cgroup

@@ -265,7 +265,7 @@ def end_run(
         report.timings["killed_ms"] = (time.monotonic() - t0) * 1000
         if not init_dead and init_fd is not None and kill:
             init_dead = wait_until_run_cannot_fork(init_fd, target.cgroup if cgroup_killed else None,
-                                                   deadline)
+                                                   deadline, reap)
         if reap is not None:
             reap()
         if target.ns is None:
@@ -375,8 +375,14 @@ def _stop_init(target: RunTarget, procfs: ProcFS, init_pidfd: int | None, report
     return False, fd
 
 
-def wait_until_run_cannot_fork(init_fd: int, killed_cgroup: RunCgroup | None, deadline: float) -> bool:
+def wait_until_run_cannot_fork(init_fd: int, killed_cgroup: RunCgroup | None, deadline: float,
+                               reap: Callable[[], None] | None = None) -> bool:
     """Wait until the run cannot create processes any more; False at the deadline.
+
+    REAP is called on every round: the init exits only once every member is reaped, and a
+    member whose parent is outside the namespace (a child of the prover, forked after its
+    setns: it becomes ours, a subreaper's, when the prover is killed) is reaped by no one
+    inside (zap_pid_ns_processes waits for it): the caller must, or the init never exits.
 
     Either the init has exited (its pidfd polls readable): it exits only after
     ``zap_pid_ns_processes()`` disabled pid allocation in the namespace and reaped every other
@@ -397,6 +403,8 @@ def wait_until_run_cannot_fork(init_fd: int, killed_cgroup: RunCgroup | None, de
             return False
         select.select([init_fd], [], [], min(delay, remaining))  # wakes at once if the init exits
         delay = min(delay * 2, 0.01)
+        if reap is not None:
+            reap()
 
 
 def _prove_by_cgroup(target: RunTarget, deadline: float, report: EndReport, init_dead: bool) -> None:

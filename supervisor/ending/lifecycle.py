@@ -469,7 +469,7 @@ class RunLifecycle:
             report = self._end_by_subreaper()
         else:
             report = algorithm.end_run(target, procfs=self.procfs, timeout=self.end_timeout,
-                                       init_pidfd=self.init_pidfd, reap=self.reap,
+                                       init_pidfd=self.init_pidfd, reap=self._reap_while_ending,
                                        seen_before=self.seen_alive)
         self._reap_launcher(time.monotonic() + max(0.5, self.end_timeout / 4))
         if report.clean:
@@ -493,6 +493,35 @@ class RunLifecycle:
         self._close()
         self.report = report
         return report
+
+    def _reap_while_ending(self) -> None:
+        """bwrap, and, as a subreaper, the run's members that were left to us: zombie children
+        of ours in a nested pid namespace that are not its init. Inside a pid namespace an
+        orphan goes to the namespace's init, but a process whose parent is outside it (what
+        the prover forks after its setns into the run's pid namespace) goes to the nearest
+        subreaper outside when that parent dies (find_new_reaper, kernel/exit.c): us, when a
+        signal ends the run mid-proof and the prover is killed. The init cannot exit before
+        it is reaped (zap_pid_ns_processes), and no one inside can reap it. Only zombies: a
+        pid of ours that is not reaped cannot be reused, and no other child is touched."""
+        self.reap()
+        if not self.is_subreaper:
+            return
+        init = self.record.init.pid if self.record is not None and self.record.init is not None else None
+        for pid in _own_children():
+            if pid in (self.launcher_pid, init):
+                continue
+            try:
+                if self.procfs.stat(pid).state != "Z":
+                    continue
+                nspid = self.procfs.nspid(pid)
+            except ProcfsError:
+                continue
+            if len(nspid) < 2 or nspid[-1] == 1:
+                continue  # not in a nested namespace, or an init (its figures are _reap_init's)
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
 
     def _end_by_subreaper(self) -> EndReport:
         """bwrap never told us its init and there is no cgroup (bwrap failed early, or a signal

@@ -20,7 +20,7 @@ stdin and stdout are /dev/null. Commands:
                            editable finder and coverage's ``.pth`` hook at every start;
 * ``bwrap_same_flags``     bare bwrap with the argv no-docker builds, ``true`` instead of the
                            probe (the floor);
-* ``unshare``              ``unshare -n -p -f true``;
+* ``unshare``              ``unshare -n -p -f true`` (``-r`` added for an ordinary user);
 * ``firejail``             ``firejail --quiet --noprofile --net=none true``.
 
 stdout: one JSON document (medians, min/max, ratios to firejail and to bare bwrap, and the
@@ -53,12 +53,15 @@ REPO = Path(__file__).resolve().parents[2]
 NAMES = ("no_docker", "no_docker_direct", "no_docker_editable", "bwrap_same_flags", "unshare", "firejail")
 OURS = ("no_docker", "no_docker_direct", "no_docker_editable")
 REFERENCES = ("firejail", "bwrap_same_flags")
+# An ordinary user may make a network and pid namespace only inside a user namespace of its own
+# (unshare -n as uid 1001: EPERM), so the peer maps it to root there, as bwrap does for it.
+UNSHARE_ARGV = ["unshare", *(["-r"] if os.geteuid() != 0 else []), "-n", "-p", "-f", "true"]
 LABELS = {
     "no_docker": "`no-docker run -- true`, regular install",
     "no_docker_direct": "same, `python -I -S` (no site)",
     "no_docker_editable": "same, editable .venv",
     "bwrap_same_flags": "bare bwrap, same flags (floor)",
-    "unshare": "`unshare -n -p -f true`",
+    "unshare": f"`{' '.join(UNSHARE_ARGV)}`",
     "firejail": "`firejail --quiet --noprofile --net=none true`",
 }
 TARGET_ORDER = ("wall_at_most_30_ms", "wall_below_firejail", "cpu_at_most_1_5x_firejail",
@@ -250,7 +253,7 @@ def commands(work: Path, farm: Path, installed: dict | None, editable: bool
             errors["bwrap_same_flags"] = f"no-docker's bwrap argv: {type(err).__name__}: {err}"
     else:
         missing["bwrap_same_flags"] = "bubblewrap not installed (apt-get install bubblewrap)"
-    for name, package, argv in (("unshare", "util-linux", ["unshare", "-n", "-p", "-f", "true"]),
+    for name, package, argv in (("unshare", "util-linux", UNSHARE_ARGV),
                                 ("firejail", "firejail", ["firejail", "--quiet", "--noprofile", "--net=none",
                                                           "true"])):
         path = shutil.which(argv[0])

@@ -223,7 +223,7 @@ def report_of(path: Path) -> dict:
 ORPHANING_OWNER = r"""
 import json, os, subprocess, sys, time
 from no_docker.supervisor.ending.lifecycle import RunLifecycle
-life = RunLifecycle(["orphan"], max_pids=64, check_stale=False).__enter__()
+life = RunLifecycle(["orphan"], max_pids=int(sys.argv[2]) or None, check_stale=False).__enter__()
 r, w = os.pipe()
 script = sys.argv[1]
 with life.cgroup_entered():
@@ -244,7 +244,12 @@ time.sleep(3600)
 
 def orphaned_run(script: str) -> str:
     """A run whose supervisor was SIGKILLed while its processes live on; its run id."""
-    owner = subprocess.Popen([sys.executable, "-c", ORPHANING_OWNER, script], stdout=subprocess.PIPE,
+    from nonroot import pids_limit_unavailable
+
+    # Bounded where this user can have a pids limit; an ordinary user's run has none (SCRIPT
+    # is never a fork storm, and its processes are killed by token whatever happens).
+    limit = "0" if pids_limit_unavailable() else "64"
+    owner = subprocess.Popen([sys.executable, "-c", ORPHANING_OWNER, script, limit], stdout=subprocess.PIPE,
                              text=True, start_new_session=True)
     try:
         run_id = readline(owner.stdout, 60, "run id from the orphaning owner").strip()  # type: ignore[arg-type]

@@ -21,7 +21,12 @@ from conftest import (
     parse_route_log,
     route_of,
 )
-from no_docker.supervisor.proving.prove import evidence, record_route, warm_engine_clients
+from no_docker.supervisor.proving.prove import (
+    control_cannot_take,
+    evidence,
+    record_route,
+    warm_engine_clients,
+)
 
 NETWORK = declared_route_ids("network")
 
@@ -30,6 +35,9 @@ NETWORK = declared_route_ids("network")
 def control(module_guard):
     work = module_guard.base / "work"
     mutant = make_mutant(work)
+    # What prove itself tries before it judges a route: a control that cannot take a route on
+    # this machine (sudo without rights for this user) shows nothing about it.
+    cannot = control_cannot_take(module_guard, NETWORK)
     warm_engine_clients()  # as prove does: a cold page cache is not a missed route
     with module_guard.lifetime.phase(work, "control") as phase:
         done = module_guard.run(mutant_argv(mutant), cwd=work, timeout=300)
@@ -40,6 +48,7 @@ def control(module_guard):
         "records": module_guard.records() + phase.records(),
         "phase": phase,
         "routes": {r.id: r for r in declared_routes()},
+        "cannot": cannot,
     }
 
 
@@ -79,6 +88,9 @@ def test_network_route_reaches_canary_without_isolation(control, route, record_p
         assert detail.strip(), f"{route} is unavailable without a reason"
         record_property("unavailable", detail)
         return
+    if route in control["cannot"]:  # incomplete here, never passed (root's CI takes it)
+        pytest.skip(f"{route}: the control cannot take it on this machine: {control['cannot'][route]} "
+                    f"(the mutant's log: {outcome}: {detail})")
     pytest.fail(f"{route}: the control did not reach the canary ({outcome}: {detail})")
 
 

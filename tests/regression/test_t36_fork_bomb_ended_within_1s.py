@@ -16,10 +16,12 @@ from ending_cases import (
     settled_without,
     token,
 )
+from nonroot import require_pids_limit
 
 
 def test_bounded_fork_bomb_is_ended_within_a_second(tmp_path):
     require_bwrap()
+    require_pids_limit()  # a fork bomb is never lit without a bound
     tok = token()
     report = tmp_path / "report.json"
     bomb = f"( b() {{ sleep {tok} & b | b & }}; b ) 2>/dev/null & sleep 1; exit 0"

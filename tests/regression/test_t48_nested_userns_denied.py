@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ending_cases import cgroups_left, report_of, require_bwrap
 from isolation_cases import inside_python, run
+from nonroot import pids_limit_args
 
 # Each try in a child of its own; a namespace that was made is used at once as the red-team
 # did (mount cgroup2, make a child cgroup), so a weak build shows the harm, not only the flag.
@@ -115,7 +116,9 @@ def _remove_tree(path: Path) -> None:
 def test_no_user_namespace_can_be_made_inside_a_run(tmp_path):
     require_bwrap()
     report = tmp_path / "report.json"
-    result = run(["--max-pids", "64", "--report", str(report), "--", *inside_python(ATTACK)], cwd=tmp_path)
+    # The limit is the red-team's target where this user can have one; the namespace refusals
+    # do not rest on it.
+    result = run([*pids_limit_args(64), "--report", str(report), "--", *inside_python(ATTACK)], cwd=tmp_path)
     run_id = report_of(report).get("run_id") if report.exists() else None
     try:
         assert result.returncode == 0, result.stderr

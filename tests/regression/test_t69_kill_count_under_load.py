@@ -18,6 +18,7 @@ import sys
 import time
 
 from ending_cases import kill_token, require_bwrap, run_to_end, settled_without, token
+from nonroot import pids_limit_args
 
 
 def _seam(module: str, cls: str, method: str, why: str) -> str:
@@ -96,7 +97,7 @@ def test_the_count_is_right_for_concurrent_runs_on_a_loaded_machine(tmp_path):
                                      "while time.time() < t: pass"]) for _ in range(2)]
         try:
             for _ in range(runs):
-                argv = cli("run", "--max-pids", "400", "--", "sh", "-c", _leave(tok, left))
+                argv = cli("run", *pids_limit_args(400), "--", "sh", "-c", _leave(tok, left))
                 procs.append(subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL,
                                               stderr=subprocess.PIPE, text=True))
             results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]  # type: ignore[union-attr]

@@ -103,6 +103,15 @@ def pytest_runtest_logreport(report):
     crash = getattr(report.longrepr, "reprcrash", None)
     if report.failed and crash is not None and report.nodeid + "#why" not in _results:
         _results[report.nodeid + "#why"] = crash.message[:300]
+    if report.skipped and isinstance(report.longrepr, tuple) and report.nodeid + "#why" not in _results:
+        _results[report.nodeid + "#why"] = str(report.longrepr[2])[:300]  # (path, line, reason)
+
+
+def pytest_collectreport(report):
+    # A module that skips itself (pytest.skip(allow_module_level=True)) has no test reports:
+    # its reason is kept so that "not collected" and "skipped as this user" stay apart.
+    if report.skipped and isinstance(report.longrepr, tuple):
+        _results[report.nodeid + "#module-skipped#why"] = str(report.longrepr[2])[:300]
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -152,6 +161,24 @@ def case_outcomes(target: str, outcomes: Mapping[str, str]) -> dict[str, str]:
     if "::" in target:
         return {k: v for k, v in outcomes.items() if k == target or k.startswith(target + "[")}
     return {k: v for k, v in outcomes.items() if k.split("::", 1)[0] == target}
+
+
+def skipped_here(weakening: Weakening, outcomes: Mapping[str, str]) -> str | None:
+    """Why none of WEAKENING's targets could run on this machine, when each one was skipped
+    (or its module skipped itself) and none failed or passed; else None (pure). Only an
+    ordinary user's run may take that for "shown elsewhere": root's CI runs them."""
+    reasons = []
+    for target in weakening.breaks:
+        mine = case_outcomes(target, outcomes)
+        module = outcomes.get(target.split("::", 1)[0] + "#module-skipped#why")
+        if not mine and module is not None:
+            reasons.append(f"{target}: {module}")
+        elif mine and all(v == "skipped" for v in mine.values()):
+            why = sorted({outcomes.get(k + "#why", "no reason given") for k in mine})
+            reasons.append(f"{target}: {'; '.join(why)}")
+        else:
+            return None
+    return " | ".join(reasons) if reasons else None
 
 
 def judge(weakening: Weakening, outcomes: Mapping[str, str], exit_status: int) -> tuple[bool, str]:

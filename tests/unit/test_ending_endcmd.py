@@ -16,8 +16,9 @@ import pytest
 from bounded import readline
 from no_docker.supervisor.ending import markers
 from no_docker.supervisor.ending.lifecycle import refuse_if_stale
-from no_docker.supervisor.ending.procfs import ProcFS
+from no_docker.supervisor.ending.procfs import ProcFS, ProcfsError
 from no_docker.supervisor.errors import NotProven
+from nonroot import pids_limit_unavailable
 from supervisor_trees import BWRAP, DAEMON
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
@@ -31,7 +32,7 @@ OWNER = r"""
 import json, os, subprocess, sys, time
 from no_docker.supervisor.ending.lifecycle import RunLifecycle
 die = sys.argv[1] == "1"
-life = RunLifecycle(["tree"], max_pids=100, check_stale=False).__enter__()
+life = RunLifecycle(["tree"], max_pids=int(sys.argv[2]) or None, check_stale=False).__enter__()
 r, w = os.pipe()
 life.spawning()
 argv = [BWRAP, "--dev-bind", "/", "/", "--unshare-pid"] + (["--die-with-parent"] if die else []) + [
@@ -51,7 +52,10 @@ time.sleep(1000)
 
 
 def _orphaned_run(die_with_parent: bool) -> tuple[str, markers.RunRecord]:
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, "1" if die_with_parent else "0"],
+    # Bounded where this user can have a pids limit; an ordinary user's run has none (a
+    # daemon, no storm; _cleanup kills its init, and with it the pid namespace).
+    limit = "0" if pids_limit_unavailable() else "100"
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, "1" if die_with_parent else "0", limit],
                              stdout=subprocess.PIPE, text=True)
     try:
         run_id = readline(owner.stdout, 60, "run id from the orphaning owner").strip()
@@ -63,7 +67,16 @@ def _orphaned_run(die_with_parent: bool) -> tuple[str, markers.RunRecord]:
 
 
 def _cleanup(record: markers.RunRecord) -> None:
-    """Whatever the test did: kill every task of the run's bounded v1 cgroup and remove it."""
+    """Whatever the test did: kill every task of the run's bounded v1 cgroup and remove it;
+    without one, SIGKILL the run's init (pid and start time checked), which ends its pid
+    namespace and every member (pid_namespaces(7))."""
+    init = record.init
+    if init is not None:
+        try:
+            if ProcFS().stat(init.pid).start_time == init.start_time:
+                os.kill(init.pid, signal.SIGKILL)
+        except (ProcfsError, ProcessLookupError):
+            pass
     v1 = Path(record.cgroup["pids_v1"]) if record.cgroup and record.cgroup.get("pids_v1") else None
     v2 = Path(record.cgroup["v2"]) if record.cgroup and record.cgroup.get("v2") else None
     if v2 is not None and v2.exists():
@@ -87,6 +100,22 @@ def _cleanup(record: markers.RunRecord) -> None:
                 d.rmdir()
             except OSError:
                 pass
+
+
+def _assert_nothing_left(record: markers.RunRecord) -> None:
+    """The kernel's word that the run is empty: its v1 pids cgroup could be removed (no task,
+    zombies included), or, for a run without one, no process is in its pid namespace."""
+    if record.cgroup and record.cgroup.get("pids_v1"):
+        assert not Path(record.cgroup["pids_v1"]).exists()
+        return
+    procfs, left = ProcFS(), []
+    for pid in procfs.pids():
+        try:
+            if procfs.pidns_inode(pid) == record.ns_inode:
+                left.append(pid)
+        except ProcfsError:
+            continue
+    assert left == [], f"left in the run's pid namespace: {left}"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -128,7 +157,7 @@ def test_leftover_members_make_the_next_run_refuse_until_end():
         assert done.returncode == 0, done.stderr
         assert f"run {run_id} ended" in done.stderr and "0 left" in done.stderr
         assert not os.path.exists(markers.marker_dir(markers.state_dir(), run_id))
-        assert not Path(record.cgroup["pids_v1"]).exists()  # kernel: no task left, zombies included
+        _assert_nothing_left(record)
     finally:
         _cleanup(record)
 
@@ -189,7 +218,7 @@ def test_concurrent_ends_of_one_run_one_works_the_others_report(tmp_path, monkey
             assert len(workers) == 1, results
             assert "0 left" in workers[0]
             assert not os.path.exists(markers.marker_dir(markers.state_dir(), run_id))
-            assert not Path(record.cgroup["pids_v1"]).exists()
+            _assert_nothing_left(record)
         finally:
             _cleanup(record)
 

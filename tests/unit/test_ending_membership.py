@@ -71,9 +71,13 @@ def test_this_process_is_an_outsider_of_a_made_up_run():
 def test_members_of_a_real_run_and_its_nested_namespace():
     with Tree(f"{NESTED} sleep 0.5; {READY}; sleep 1000") as tree:
         fs = ProcFS()
-        # every task of the run's cgroup but the outer bwrap (our child, outside the namespace)
-        in_tree = [int(p) for p in Path(tree.life.cgroup.pids_v1, "cgroup.procs").read_text().split()
-                   if int(p) != tree.life.launcher_pid]
+        # every task of the run's cgroup but the outer bwrap (our child, outside the namespace);
+        # without one (an ordinary user), every process below the run's init by /proc's ppids
+        if tree.life.cgroup is not None and tree.life.cgroup.pids_v1 is not None:
+            in_tree = [int(p) for p in Path(tree.life.cgroup.pids_v1, "cgroup.procs").read_text().split()
+                       if int(p) != tree.life.launcher_pid]
+        else:
+            in_tree = sorted(tree.descendants())
         nested = [pid for pid in in_tree if len(fs.nspid(pid)) > tree.life.namespace.depth + 1]
         assert nested, "no nested namespace was made"
         result = verdict(take_pass(LiveTable(fs, tree.life.namespace)), run_can_fork=True)
