@@ -667,14 +667,20 @@ def _add_rusage(a: tuple[float, float, int] | None, b: tuple[float, float, int] 
 
 
 def _own_children() -> list[int]:
-    """Our live children, from /proc/self/task/*/children (needs CONFIG_PROC_CHILDREN)."""
+    """Our children, zombies included (a zombie leaves its parent's list only when reaped:
+    release_task), from /proc/self/task/*/children (needs CONFIG_PROC_CHILDREN). A thread
+    that exits while the lists are read loses only its own list for this round."""
     pids: list[int] = []
     try:
-        for task in os.listdir("/proc/self/task"):
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for task in tasks:
+        try:
             with open(f"/proc/self/task/{task}/children", "rb") as fh:
                 pids += [int(p) for p in fh.read().split()]
-    except OSError:
-        pass
+        except OSError:
+            continue
     return pids
 
 

@@ -164,9 +164,11 @@ def case_outcomes(target: str, outcomes: Mapping[str, str]) -> dict[str, str]:
 
 
 def skipped_here(weakening: Weakening, outcomes: Mapping[str, str]) -> str | None:
-    """Why none of WEAKENING's targets could run on this machine, when each one was skipped
-    (or its module skipped itself) and none failed or passed; else None (pure). Only an
-    ordinary user's run may take that for "shown elsewhere": root's CI runs them."""
+    """Why WEAKENING cannot be shown on this machine: when each of its targets either failed
+    (shown) or could not run here (each of its tests skipped, or its module skipped itself),
+    and at least one could not; else None (pure). A target that passed, erred or was not
+    collected leaves the verdict to judge(). Only an ordinary user's run may take that for
+    "shown elsewhere": root's CI runs them."""
     reasons = []
     for target in weakening.breaks:
         mine = case_outcomes(target, outcomes)
@@ -176,7 +178,8 @@ def skipped_here(weakening: Weakening, outcomes: Mapping[str, str]) -> str | Non
         elif mine and all(v == "skipped" for v in mine.values()):
             why = sorted({outcomes.get(k + "#why", "no reason given") for k in mine})
             reasons.append(f"{target}: {'; '.join(why)}")
-        else:
+        elif not (mine and any(v == "failed" for v in mine.values())
+                  and all(v in ("failed", "passed") for v in mine.values())):
             return None
     return " | ".join(reasons) if reasons else None
 
