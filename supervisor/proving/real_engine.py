@@ -454,14 +454,32 @@ def host_listing(cgroup_root: Path = Path("/sys/fs/cgroup")) -> dict[str, str]:
     return out
 
 
-def podman_processes() -> list[str]:
-    """``ps``-like: every Podman process on this machine now (``pid comm``)."""
+def podman_processes(proc: Path = Path("/proc")) -> list[str]:
+    """``ps``-like: every Podman process of this pid namespace now (``pid comm``).
+
+    Only this one (the proof's own, the host's): every Podman process the proof starts lives in
+    its guard's pid namespace, which ends with the guard, so one the proof left behind could only
+    be here; one in another pid namespace belongs to another guard or container (the suite runs
+    the weakened builds' T-74 beside its own: their Podmans came and went during this proof's
+    listings). A process whose namespace cannot be read is listed: it may be here."""
+    try:
+        ours = os.stat(proc / "self" / "ns" / "pid").st_ino
+    except OSError:
+        ours = None
     out = []
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir(proc):
         if entry.isdigit():
             with contextlib.suppress(OSError):
-                comm, _ = parse_comm_stat(Path(f"/proc/{entry}/stat").read_bytes())
-                if comm in PODMAN_COMMS:
+                comm, _ = parse_comm_stat((proc / entry / "stat").read_bytes())
+                if comm not in PODMAN_COMMS:
+                    continue
+                try:
+                    elsewhere = ours is not None and os.stat(proc / entry / "ns" / "pid").st_ino != ours
+                except FileNotFoundError:
+                    continue  # gone meanwhile
+                except OSError:
+                    elsewhere = False
+                if not elsewhere:
                     out.append(f"{entry} {comm}")
     return sorted(out)
 

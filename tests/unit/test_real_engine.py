@@ -3,8 +3,11 @@ rows, the verdict, the host listing diff, the only-this-engine check."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -222,3 +225,40 @@ def test_work_context_points_at_the_main_socket():
     assert meta["Name"] == re_.WORK_CONTEXT
     assert meta["Endpoints"]["docker"]["Host"] == f"unix://{re_.MAIN_SOCKET}"
     assert all(path.startswith(f"/w/{re_.WORK_CONFIG}/") for path in files)
+
+
+def _children_named(parent: int, comm: str) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_bytes()
+            except OSError:
+                continue
+            name, _ = re_.parse_comm_stat(stat)
+            if name == comm and int(stat[stat.rfind(b")") + 2:].split()[1]) == parent:
+                out.append(int(entry))
+    return out
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_podman_processes_lists_this_pid_namespace_only(tmp_path):
+    """A Podman of another pid namespace (another guard's: the weakened builds' T-74 runs beside
+    the suite's) is not the host's; one here is."""
+    fake = tmp_path / "podman"
+    fake.symlink_to(shutil.which("sleep"))  # comm is the name executed: "podman"
+    here = subprocess.Popen([str(fake), "30"])
+    there = subprocess.Popen(["unshare", *(["-r"] if os.geteuid() != 0 else []), "-p", "-f", "--kill-child",
+                              str(fake), "30"])
+    try:
+        deadline = time.monotonic() + 10
+        while not (inner := _children_named(there.pid, "podman")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert inner, "the other namespace's podman did not start"
+        listed = re_.podman_processes()
+        assert f"{here.pid} podman" in listed, listed
+        assert not any(f"{pid} podman" in listed for pid in inner), (inner, listed)
+    finally:
+        for proc in (here, there):
+            proc.kill()
+            proc.wait(timeout=30)
