@@ -95,10 +95,13 @@ class Tree:
     def count_in_cgroup(self) -> int:
         """Tasks in the v1 pids cgroup (zombies included): independent of the proof passes.
         Without one, the processes descended from the run's init by ``/proc``'s parent links
-        (init included; an orphan is reparented to init, so while init lives none is missed)."""
+        (init included; nested namespaces' members too) and every member of the run's own pid
+        namespace by its ``/proc/PID/ns/pid``."""
         cg = self.life.cgroup
         if cg is None or cg.pids_v1 is None:
-            return len(self.descendants())
+            # A pid-hopper's child can be read before its parent's exit reparents it (its ppid
+            # then names a pid already gone): the namespace's own members count it.
+            return len(self.descendants() | set(self.members_left(timeout=0)))
         try:
             return len(Path(cg.pids_v1, "cgroup.procs").read_text().split())
         except FileNotFoundError:
