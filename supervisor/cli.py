@@ -13,6 +13,10 @@ import sys
 from . import EARLY_SIGNALS, defer_gc, release_early_signals, resume_gc
 from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NoDockerError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs on every run's start
+    from typing import TextIO
+
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("no_docker.supervisor.run", "run CMD with no route to any container engine"),
@@ -131,16 +135,47 @@ def console_main() -> None:
     (DESIGN §10). Every other command exits normally. ``main()`` itself never exits early,
     so calling it in-process stays safe.
     """
-    status = main()
-    if sys.argv[1:2] == ["run"]:
+    try:
+        status = main()
+    except BrokenPipeError:  # `no-docker --help | head -0` with PYTHONUNBUFFERED: at the print itself
+        _drop_stream(sys.stdout)
+        status = 128 + 13
+    except SystemExit as leaving:  # argparse's own exits (--help, a usage error): flushed below too
+        code = leaving.code
+        if code is None or isinstance(code, int):
+            status = code or 0
+        else:
+            print(code, file=sys.stderr)
+            status = 1
+    run = sys.argv[1:2] == ["run"]
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # the caller started us with that fd closed
+            continue
         try:
-            for stream in (sys.stdout, sys.stderr):
-                if stream is not None:  # None: the caller started us with that fd closed
-                    stream.flush()
+            stream.flush()
+        except BrokenPipeError:
+            # Its reader is gone (`no-docker prove --help | head -0`). On a pipe stdout is
+            # block-buffered, so a short text meets the error only here, at the last flush;
+            # left to the interpreter it prints "Exception ignored" and exits 120. Like a
+            # command that SIGPIPE ended: 141, or a run's own status (CMD's, already final).
+            _drop_stream(stream)
+            if not run and status == 0:
+                status = 128 + 13
         except (OSError, ValueError):
-            sys.exit(status)  # let the interpreter report the broken stream as usual
+            sys.exit(status)  # let the interpreter report any other broken stream as usual
+    if run:
         os._exit(status)
     sys.exit(status)
+
+
+def _drop_stream(stream: TextIO) -> None:
+    """Point STREAM's fd at /dev/null, so that no later flush (the interpreter's) fails again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

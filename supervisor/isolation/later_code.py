@@ -347,9 +347,16 @@ def git_layout(work: str, home: str = "") -> tuple[list[str], list[str], list[st
     else:
         return pinned, protected, extra_rw
     hooks = os.path.join(common, "hooks")
-    if os.path.isdir(common) and not os.path.exists(hooks):
+    if (common in pinned or common in extra_rw) and not os.path.lexists(hooks):
         # A missing hooks dir could be created inside and then run outside; git init makes it.
-        os.mkdir(hooks, 0o755)
+        # Only where the run may write: a common dir it cannot write is not one it can plant
+        # hooks in, and one named by a planted .git file (`gitdir: /etc/cron.d`) is not ours to
+        # write either (the supervisor made /etc/cron.d/hooks as root there, T-81).
+        try:
+            os.mkdir(hooks, 0o755)
+        except OSError as err:
+            raise NotProven("P4", f"{hooks} is missing and cannot be made read-only: {err.strerror or err}",
+                            "create it (git init does), or give the repository's .git to your user") from err
     candidates = [hooks, os.path.join(common, "config"), os.path.join(common, "config.worktree"),
                   os.path.join(gitdir, "config.worktree"), os.path.join(gitdir, "hooks"),
                   os.path.join(gitdir, "config")]

@@ -7,6 +7,7 @@ it has ended; ``later_code.later_code_changes`` names what the run added. Real g
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -137,10 +138,34 @@ def test_a_dot_git_with_a_commondir_protects_the_common_config_and_hooks(tmp_pat
     (common / "config").write_text("[core]\n")
     (work / ".git" / "commondir").write_text(f"{common}\n")
     pinned, protected, extra_rw = later_code.git_layout(str(work))
-    assert str(common / "config") in protected and str(common / "hooks") in protected
+    assert str(common / "config") in protected
+    # Its missing hooks dir is not made: the run cannot write there, and the commondir file
+    # may be a run's own (T-81); one that exists is protected.
+    assert not (common / "hooks").exists() and str(common / "hooks") not in protected
+    (common / "hooks").mkdir()
+    assert str(common / "hooks") in later_code.git_layout(str(work))[1]
     # A common dir outside the work dir is never made writable: the commondir file may be the
     # previous run's work (it could name /etc/cron.d).
     assert str(work / ".git" / "config") in protected and extra_rw == []
+
+
+def test_a_hooks_dir_that_cannot_be_made_refuses_the_run_with_a_line(tmp_path, monkeypatch):
+    # The work dir's own .git without hooks (a hooks dir made inside would run at the next
+    # commit outside): when it cannot be made, the run is refused with P4 and what to do,
+    # never a traceback (as uid 1001 a mkdir in a root-owned .git fails with EACCES).
+    work = tmp_path / "w"
+    work.mkdir()
+    git("init", "-q", str(work), cwd=tmp_path)
+    shutil.rmtree(work / ".git" / "hooks")
+
+    def refuse(path, mode=0o777):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(later_code.os, "mkdir", refuse)
+    with pytest.raises(later_code.NotProven) as caught:
+        later_code.git_layout(str(work))
+    text = str(caught.value)
+    assert "P4" in text and f"{work}/.git/hooks is missing" in text and "Permission denied" in text, text
 
 
 def test_git_config_code_paths_parser():
