@@ -73,6 +73,20 @@ def test_wheel_installs_outside_the_repo_and_proves():
         version = subprocess.run([str(venv / "bin" / "no-docker"), "--version"], cwd=work,
                                  capture_output=True, text=True, timeout=60)
         assert version.returncode == 0 and version.stdout.strip().startswith("no-docker 0."), version
+        # The command is supervisor/no-docker, not a wrapper pip generates (pip 23's imports re:
+        # 4.4 ms of every run): a run's interpreter loads neither re nor enum.
+        script = (venv / "bin" / "no-docker").read_text()
+        assert script.startswith(f"#!{venv}/bin/python"), script
+        statements = [line for line in script.splitlines() if line and not line.startswith("#")]
+        assert statements[:2] == ["import sys", "from no_docker.supervisor.cli import console_main"], script
+        if shutil.which("bwrap"):
+            command = [str(venv / "bin" / "python"), "-X", "importtime", str(venv / "bin" / "no-docker"),
+                       "run", "--quiet", "--", "true"]
+            timed = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=120)
+            assert timed.returncode == 0, timed.stderr[-2000:]
+            loaded = {line.rsplit("|", 1)[1].strip() for line in timed.stderr.splitlines()
+                      if line.startswith("import time:") and line.count("|") == 2}
+            assert "no_docker.supervisor.run" in loaded and not loaded & {"re", "enum"}, sorted(loaded)
         where = subprocess.run([str(venv / "bin" / "python"), "-c",
                                 "import no_docker.supervisor as s; print(s.__file__)"],
                                cwd=work, capture_output=True, text=True, timeout=60)
