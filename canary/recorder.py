@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import CanaryError
+from .errors import CanaryError, CanaryUsageError
 from .records import Record, dumps
 
 _TAIL = 1 << 16  # the log is read backwards in blocks of this size to find the last seq
@@ -135,6 +135,25 @@ def wire_path(log: Path) -> Path:
 def wire_entry_head(conn_seq: int, offset: int, length: int) -> bytes:
     """The line before each piece of the wire file: ``CONN_SEQ OFFSET LENGTH``, then LENGTH bytes."""
     return b"%d %d %d\n" % (conn_seq, offset, length)
+
+
+def refuse_a_stale_wire(wire: Path, log_seq: int) -> None:
+    """CanaryError when the log has no record yet but WIRE holds pieces: they are an earlier
+    log's (removed, the wire file left beside it). The new session's connections would take the
+    same seqs (1, 2, ...) and its pieces would be read as theirs (``canary show``: "N bytes came
+    before it"); the canary neither mixes them nor throws them away."""
+    if log_seq != 0:
+        return  # a log with records: its wire file continues with it, seqs never repeat
+    try:
+        size = os.stat(wire).st_size
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise CanaryError(f"--log: cannot stat its wire file {wire}: {err.strerror}") from None
+    if size:
+        raise CanaryUsageError(f"--log {wire.with_suffix('')}: the log has no record, but its wire file "
+                               f"{wire} holds {size} bytes of an earlier log; remove {wire} too, or give "
+                               "another --log")
 
 
 class Wire:

@@ -37,7 +37,7 @@ from urllib.parse import unquote
 from . import engine
 from .errors import CanaryError, CanaryUsageError
 from .framing import MAX_LINE, Bad, Body, End, Event, Framer, Head
-from .recorder import Recorder, Wire, wire_path
+from .recorder import Recorder, Wire, refuse_a_stale_wire, wire_path
 from .records import MAX_RAW_KEPT, BodyDigest, Record, connection_record, raw_record, request_record
 from .sniff import sniff
 
@@ -685,6 +685,7 @@ async def serve(specs: list[ListenerSpec], log: Path, *, mode: str = "answer", r
     _raise_fd_limit()
     recorder = Recorder(log)
     try:
+        refuse_a_stale_wire(wire_path(log), recorder.seq)
         wire = Wire(wire_path(log))
     except CanaryError:
         recorder.close()

@@ -115,6 +115,32 @@ def test_a_restarted_canary_continues_seq_in_the_same_log(tmp_path):
     assert seqs == [1, 2, 3, 4]
 
 
+def test_a_removed_log_with_its_wire_file_left_is_refused_not_mixed(tmp_path):
+    # Found by the newcomer pass: `rm canary.jsonl` and a new `canary serve` on it appended
+    # the new session's pieces to the old canary.jsonl.wire under the same connection seqs;
+    # `canary show` then read them as one ("... 199 bytes came before it; the rest is not read").
+    sock_path = str(tmp_path / "d.sock")
+    with started_canary(tmp_path, unix=[sock_path]) as canary:
+        ask(sock_path)
+        canary.stop()
+    wire = canary.log.with_name(canary.log.name + ".wire")
+    kept = wire.read_bytes()
+    assert kept
+    canary.log.unlink()
+    done = subprocess.run(serve_argv(canary.log, tmp_path / "ready2", unix=[sock_path]),
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (f"no-docker canary: --log {canary.log}: the log has no record, but its wire file "
+                           f"{wire} holds {len(kept)} bytes of an earlier log; remove {wire} too, or give "
+                           "another --log\n")
+    assert wire.read_bytes() == kept and not (tmp_path / "ready2").exists()
+    wire.unlink()  # both removed: a fresh session, seq from 1
+    with started_canary(tmp_path, unix=[sock_path]) as again:
+        ask(sock_path)
+        again.stop()
+        assert [r["seq"] for r in again.records()] == [1, 2]
+
+
 def test_a_live_socket_is_never_taken_over_but_a_stale_one_is(tmp_path):
     sock_path = tmp_path / "d.sock"
     live = socket.socket(socket.AF_UNIX)
