@@ -675,6 +675,24 @@ def processes_in_namespace(name: str, inode: int) -> list[int]:
     return out
 
 
+def describe_process(pid: int, proc: str = "/proc") -> str:
+    """``PID (COMM, state S, parent PPID)`` from /proc/PID/stat, or ``PID (gone)``: what a
+    leftover was, for the one line that names it (a zombie whose parent is outside the
+    namespace, T-70's kind, shows as state Z with that parent)."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return f"{pid} (gone)"
+    close = data.rfind(b")")  # comm may hold spaces and parentheses: the last ')' ends it
+    if close < 0:
+        return f"{pid} (unreadable stat)"
+    comm = data[data.find(b"(") + 1:close].decode(errors="replace")
+    fields = data[close + 2:].split()
+    state, ppid = (fields[0].decode(errors="replace"), fields[1].decode()) if len(fields) > 1 else ("?", "?")
+    return f"{pid} ({comm}, state {state}, parent {ppid})"
+
+
 def userns_needed() -> bool:
     """Root makes the namespaces directly; anyone else through a user namespace."""
     return os.geteuid() != 0
@@ -1009,7 +1027,8 @@ class OuterGuard:
         if self.root is not None and self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
         if leftovers:
-            raise GuardError(f"processes of the outer guard are still alive: {leftovers}")
+            raise GuardError(f"processes of the outer guard are still alive 10 s after its init: "
+                             f"{', '.join(describe_process(pid) for pid in leftovers)}")
 
     def __exit__(self, *exc: object) -> None:
         self.close()

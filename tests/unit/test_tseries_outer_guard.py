@@ -471,3 +471,15 @@ def test_stop_returns_only_once_the_spawned_command_has_exited(tmp_path):
         assert proc.returncode == 0
         left = guard.run(["ps", "-eo", "stat=,args="]).stdout.decode()
         assert "SLOW_TO_STOP" not in left and str(done) not in left, left
+
+
+def test_a_leftover_is_named_with_its_comm_state_and_parent(tmp_path):
+    from no_docker.supervisor.proving.outer_guard import describe_process
+
+    (tmp_path / "41").mkdir()
+    (tmp_path / "41" / "stat").write_bytes(b"41 (a) (b c) Z 7 41 41 0 -1 4194560 0 0\n")
+    assert describe_process(41, proc=str(tmp_path)) == "41 (a) (b c, state Z, parent 7)"
+    assert describe_process(42, proc=str(tmp_path)) == "42 (gone)"
+    (tmp_path / "43").mkdir()
+    (tmp_path / "43" / "stat").write_bytes(b"43 no parenthesis")
+    assert describe_process(43, proc=str(tmp_path)) == "43 (unreadable stat)"
