@@ -61,6 +61,7 @@ from .isolation.policy import (
     TMP_SIZE_MIN,
     Policy,
     bwrap_argv,
+    is_under,
     parse_size,
     takes_size,
 )
@@ -186,6 +187,39 @@ def check_paths(request: Request) -> None:
             if problem:
                 shown = path if real == os.path.abspath(path) else f"{path} (-> {real})"
                 raise UsageError(f"{flag} {printable(shown)}: {problem}")
+    if not (request.rw or request.ro or request.report):
+        return  # the common path: nothing more is named through a writable root
+    roots = [os.path.realpath(p) for p in (request.work or os.getcwd(), *request.rw)]
+    named = [("--rw", p) for p in request.rw] + [("--ro", p) for p in request.ro]
+    if request.report:
+        named.append(("--report", os.path.dirname(os.path.abspath(request.report))))
+    for flag, path in named:
+        link = link_below_a_root(path, roots)
+        if link is not None:
+            shown = request.report if flag == "--report" else path
+            target = printable(os.path.realpath(link))
+            raise UsageError(f"{flag} {printable(shown)}: its way passes {printable(link)}, a symlink inside "
+                             f"a directory runs may write (-> {target}); a run could have made it to send "
+                             "this run's writes elsewhere: give the real path")
+
+
+def link_below_a_root(path: str, roots: list[str]) -> str | None:
+    """The first symlink on PATH's way that lies inside one of ROOTS (real paths of the work
+    dir and --rw), or None. A run may leave such a link where it could write (`a/reports` ->
+    /srv/elsewhere): the next run's --report, --rw or --ro named through it would have taken
+    the supervisor's (root's) writes, or the command's, outside every root (red-team, T-85).
+    A link above the roots, or beside them, is the user's own."""
+    prefix = "/"
+    for part in os.path.abspath(path).strip("/").split("/"):
+        if not part:
+            continue
+        here = os.path.join(prefix, part)
+        if os.path.islink(here):
+            parent = os.path.realpath(prefix)
+            if any(is_under(parent, root) for root in roots):
+                return here
+        prefix = here
+    return None
 
 
 # bwrap, its init and the gate take a few MiB together (their page tables, the tmpfs inodes,
@@ -993,6 +1027,70 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def audit_and_undo(audit: LaterCodeAudit, released: bool, policy: Policy, run_id: str, state: str
+                   ) -> tuple[list[str], object, list[str], str | None]:
+    """(later-code lines, the undo, what is not undone, the run id of the record that stops the
+    next runs) for a run that has ended. Whatever the walk or the undo meet that they cannot
+    read (a NUL in a planted commondir made os raise ValueError, red-team, T-85) ends here as
+    not undone, recorded: never a traceback that leaves everything in place and exits 1."""
+    try:
+        return _audit_and_undo(audit, released, policy, run_id, state)
+    except Exception as err:  # noqa: BLE001 - fail closed: the next run there must refuse
+        line = (f"(the after-run audit failed: {type(err).__name__}: {err}; what the run left in "
+                f"{', '.join(audit.roots)} is not known)")
+        from .ending import left as left_record
+
+        try:
+            left_record.write(state, run_id, audit.roots, [line], [])
+        except OSError as failed:
+            return [line], None, [line, f"(the record that stops the next run could not be written: "
+                                        f"{failed.strerror or failed})"], None
+        return [line], None, [line], run_id
+
+
+def _audit_and_undo(audit: LaterCodeAudit, released: bool, policy: Policy, run_id: str, state: str
+                    ) -> tuple[list[str], object, list[str], str | None]:
+    # Only a run whose CMD may have started can have left anything: before the release only the
+    # supervisor's own prover ran, and a walk then would take what others changed meanwhile (in
+    # a shared --rw) for the run's, and undo it (the red-team review, B7).
+    changed = audit.changed() if released else {}
+    later_code = change_lines(changed)
+    undo, not_undone, recorded = None, [], None
+    if changed:
+        # A 125 alone is walked past (a mutation tool scores it as killed and goes on, and the
+        # next `git status` outside runs the planted fsmonitor): undo it, then walk again.
+        from .isolation.quarantine import put_back
+
+        kept = (*policy.protected, *policy.pinned)
+        undo = put_back(changed, audit.roots, run_id, audit.started_ns, kept, walked=audit.walked)
+        for _ in range(4):
+            lost = {line.split(": ", 1)[0] for line in undo.lost}  # gone, and said so apart
+            # What this undo moved into its own quarantine is where it belongs.
+            left = {path: change for path, change in audit.changed().items()
+                    if path not in lost and not any(path.startswith(q + "/") for q in undo.quarantines)}
+            if not left or undo.failed:
+                break
+            # What the first undo revealed (a directory made to look like a repository or a
+            # venv hides what is below it from the walk): undone the same way, then again.
+            done = len(undo.moved) + len(undo.restored)
+            put_back(left, audit.roots, run_id, audit.started_ns, kept, undo, walked=audit.walked)
+            if len(undo.moved) + len(undo.restored) == done:
+                break
+        not_undone = [*undo.failed, *change_lines(left)]
+        if not_undone:
+            # What is left stops the next run there until the user has looked (a 125 alone is
+            # walked past: red-team round 4, B2): a record in the state dir, which no run writes.
+            from .ending import left as left_record
+
+            try:
+                left_record.write(state, run_id, audit.roots, not_undone, undo.quarantines)
+                recorded = run_id
+            except OSError as err:
+                not_undone.append(f"(the record that stops the next run could not be written: "
+                                  f"{err.strerror or err})")
+    return later_code, undo, not_undone, recorded
+
+
 def undo_words(undo: object, not_undone: list[str], recorded: str | None = None) -> str:
     """The end of the P4 line: what was undone, or what is left to inspect (pure). RECORDED:
     the run id whose record (ending/left.py) now stops the next runs there."""
@@ -1292,7 +1390,13 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
         # .git/commondir, a new bare layout, .envrc...) cannot be blocked by mounts: build_policy
         # fingerprints them (audit) and they are compared once every process of the run is gone.
         audit = LaterCodeAudit()
-        policy = build_policy(request, listing, environ, probe_source=probe_source_path(), audit=audit)
+        try:
+            policy = build_policy(request, listing, environ, probe_source=probe_source_path(), audit=audit)
+        except (OSError, ValueError, RecursionError) as err:
+            # What the work dir holds (a previous run's work) that the plan could not read: no
+            # run, one line (a NUL in a git file or a name too long was a traceback, exit 1).
+            raise NotProven("P4", f"the work dir's layout cannot be read: {type(err).__name__}: {err}",
+                            "inspect what the last run left there (.git, pyproject.toml, links)") from err
         if not sized:
             policy = policy.replace(tmp_size=None)
         markers.refuse_writable_state(state, [policy.work, *policy.rw])
@@ -1327,44 +1431,7 @@ def _run(request: Request, started: float, signals: _Signals, max_pids: int | No
     network_attempts = run.network.attempts() if run.network is not None else 0
     report = run.report_line or ""
     proven = report.startswith("ok ") and run.gate_refusal is None
-    # Only a run whose CMD may have started can have left anything: before the release only the
-    # supervisor's own prover ran, and a walk then would take what others changed meanwhile (in
-    # a shared --rw) for the run's, and undo it (the red-team review, B7).
-    changed = audit.changed() if run.released else {}
-    later_code = change_lines(changed)
-    undo, not_undone, recorded = None, [], None
-    if changed:
-        # A 125 alone is walked past (a mutation tool scores it as killed and goes on, and the
-        # next `git status` outside runs the planted fsmonitor): undo it, then walk again.
-        from .isolation.quarantine import put_back
-
-        kept = (*policy.protected, *policy.pinned)
-        undo = put_back(changed, audit.roots, life.run_id, audit.started_ns, kept, walked=audit.walked)
-        for _ in range(4):
-            lost = {line.split(": ", 1)[0] for line in undo.lost}  # gone, and said so apart
-            # What this undo moved into its own quarantine is where it belongs.
-            left = {path: change for path, change in audit.changed().items()
-                    if path not in lost and not any(path.startswith(q + "/") for q in undo.quarantines)}
-            if not left or undo.failed:
-                break
-            # What the first undo revealed (a directory made to look like a repository or a
-            # venv hides what is below it from the walk): undone the same way, then again.
-            done = len(undo.moved) + len(undo.restored)
-            put_back(left, audit.roots, life.run_id, audit.started_ns, kept, undo, walked=audit.walked)
-            if len(undo.moved) + len(undo.restored) == done:
-                break
-        not_undone = [*undo.failed, *change_lines(left)]
-        if not_undone:
-            # What is left stops the next run there until the user has looked (a 125 alone is
-            # walked past: red-team round 4, B2): a record in the state dir, which no run writes.
-            from .ending import left as left_record
-
-            try:
-                left_record.write(state, life.run_id, audit.roots, not_undone, undo.quarantines)
-                recorded = life.run_id
-            except OSError as err:
-                not_undone.append(f"(the record that stops the next run could not be written: "
-                                  f"{err.strerror or err})")
+    later_code, undo, not_undone, recorded = audit_and_undo(audit, run.released, policy, life.run_id, state)
     # Only the command's refusals: until the verdict they are the prover's own tries.
     refused = ([r for r in run.mediator.summary() if r["target"] != SENTINEL_PATH]
                if run.mediator and proven else [])

@@ -118,6 +118,8 @@ def load(work: str) -> Config | None:
         doc = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise UsageError(f"{path}: not valid TOML: {err}") from err
+    except RecursionError:  # tomllib recurses per nested array (`x = [[[...]]]`, 2000 deep)
+        raise UsageError(f"{path}: nested too deeply to read as TOML") from None
     tool = doc.get("tool", {})
     table = tool.get("no-docker") if isinstance(tool, dict) else None
     if table is None:

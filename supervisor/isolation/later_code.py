@@ -28,12 +28,28 @@ from . import tool_sources
 from .policy import SYSTEM_DIRS, is_under
 
 
+def _shown(path: str, limit: int = 160) -> str:
+    """PATH for a one-line message: escaped where not printable, cut where longer than LIMIT."""
+    text = path if path.isprintable() else path.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(path)} characters)"
+
+
+def as_git_reads_it(text: str) -> str:
+    """A path read from a file (commondir, a .git file's gitdir, an include.path) as git uses
+    it: a C string, which a NUL byte ends. Python's os functions refuse a NUL instead
+    (ValueError): a run that wrote one into a nested .git/commondir made the after-run audit
+    crash, so nothing it planted was undone (red-team, T-85)."""
+    return text.split("\0", 1)[0]
+
+
 def realpath(path: str) -> str:
     """``os.path.realpath(PATH)``, asked of the kernel where PATH exists: an ``O_PATH`` open and
     the readlink of its /proc/self/fd entry (3 syscalls, ~2.6 µs) where ``posixpath`` lstats
     every component (~8 µs); a policy is built from ~160 of them on every run. Where PATH
     cannot be opened (missing, a loop, no search permission, no /proc), ``os.path.realpath``
-    itself, which resolves what exists and keeps the rest as written."""
+    itself, which resolves what exists and keeps the rest as written. PATH is cut at a NUL
+    (:func:`as_git_reads_it`): every caller's path comes from a file git reads."""
+    path = as_git_reads_it(path)
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -136,6 +152,8 @@ def read_regular(path: str, limit: int = 1 << 20) -> bytes:
     """Up to LIMIT bytes of PATH, which must be a regular file reached through no symlink: the
     work dir may hold what the previous run left (a FIFO named .git/index would block a plain
     open() forever and wake a writer outside; a link to a device would open the device)."""
+    if "\0" in path:  # no file has such a name; os would raise ValueError, not OSError
+        raise OSError(ERRNO_EINVAL, f"{path!r}: a NUL byte in the name")
     if not stat.S_ISREG(os.lstat(path).st_mode):
         raise OSError(ERRNO_EINVAL, f"{path}: not a regular file")
     fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
@@ -201,7 +219,7 @@ def git_config_code_paths(text: str) -> tuple[list[str], list[str]]:
             if not line:
                 continue
         key, eq, value = line.partition("=")
-        value = _git_value(value)
+        value = as_git_reads_it(_git_value(value))  # a path: a NUL ends it (and os refuses one)
         key = key.strip().lower()
         if not eq or not value:
             continue
@@ -247,7 +265,14 @@ def _configured_code_paths(work: str, common: str, home: str) -> list[str]:
                 continue
             if not os.path.lexists(path):
                 if is_dir:
-                    os.makedirs(path, 0o755, exist_ok=True)
+                    try:
+                        os.makedirs(path, 0o755, exist_ok=True)
+                    except OSError as err:
+                        # A hooks dir that cannot exist runs nothing, but one git could still
+                        # make there later would: refuse (a name too long, a file in the way).
+                        raise NotProven("P4", f"core.hooksPath of {config} names {_shown(path)}, which "
+                                        f"cannot be made read-only: {err.strerror}",
+                                        "fix or remove core.hooksPath there") from err
                 elif os.path.isdir(os.path.dirname(path)):
                     try:  # never through a link the run planted meanwhile
                         os.close(open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NONBLOCK))
@@ -414,6 +439,8 @@ def _fingerprint(st: os.stat_result, data: bytes | None, link: str | None = None
 
 def _kind_at(dir_fd: int, name: str) -> str:
     """The fingerprint of NAME in the directory DIR_FD, opened through no link, never blocking."""
+    if "\0" in name:  # a name read from a file (an include.path): what git would open
+        name = as_git_reads_it(name) or "."
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
@@ -551,7 +578,8 @@ def _is_git_directory(dir_fd: int, names: dict[str, os.DirEntry]) -> str:
                 finally:
                     os.close(fd)
                 # Git follows links here; this is only stat()s of directories, nothing opened.
-                common_fd = os.open(named or ".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+                common_fd = os.open(as_git_reads_it(named) or ".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
+                                    dir_fd=dir_fd)
                 close = True
             except OSError as err:
                 return f"not a repository (commondir unusable: {err.strerror})"

@@ -498,6 +498,12 @@ def try_open_rw(path: str) -> int | None:
     return None
 
 
+def _c_path(text: str) -> str:
+    """A path from a git file as git uses it: a C string, ended by a NUL (os refuses one:
+    ValueError, which stopped the proof with "unexpected error")."""
+    return text.split("\0", 1)[0]
+
+
 def git_write_tries(work: str) -> list[str]:
     """Files in WORK's git layout that run code later, outside: found here, not taken from the
     plan, so a policy that forgot to protect them is still caught."""
@@ -510,10 +516,11 @@ def git_write_tries(work: str) -> list[str]:
         tries.append(dotgit)  # rewriting it would point git at another config
         try:
             first = read_regular_text(dotgit).split("\n", 1)[0]
-            gitdir = os.path.join(work, first.partition("gitdir:")[2].strip())
+            gitdir = os.path.join(work, _c_path(first.partition("gitdir:")[2].strip()))
             common = gitdir
             try:
-                common = os.path.join(gitdir, read_regular_text(os.path.join(gitdir, "commondir")).strip())
+                named = read_regular_text(os.path.join(gitdir, "commondir"))
+                common = os.path.join(gitdir, _c_path(named.strip()))
             except OSError:
                 pass
         except OSError:
@@ -522,7 +529,8 @@ def git_write_tries(work: str) -> list[str]:
         return tries
     else:
         try:  # a .git directory with a commondir file takes config and hooks from there
-            common = os.path.join(dotgit, read_regular_text(os.path.join(dotgit, "commondir")).strip())
+            named = read_regular_text(os.path.join(dotgit, "commondir"))
+            common = os.path.join(dotgit, _c_path(named.strip()))
         except OSError:
             pass
     # HEAD, info/ and commondir too: each changes what git runs or where it looks (issue 16).

@@ -49,3 +49,35 @@ def test_the_record_is_written_whole_and_private(tmp_path):
     assert json.loads(path.read_text())["not_undone"] == ["a", "b"]
     assert (os.stat(path).st_mode & 0o777) == 0o600 and not (tmp_path / "left-r3.json.tmp").exists()
     assert "(+1 more)" in str(left.refusal(left.read_all(str(tmp_path))[0], str(tmp_path)))
+
+
+class _AuditThatCannotRead:
+    """A LaterCodeAudit whose after-run walk meets what it cannot read (T-85's NUL, or the next
+    such thing): run.audit_and_undo must turn it into a recorded refusal."""
+
+    roots = ["/w", "/w2"]
+
+    def changed(self):
+        raise ValueError("embedded null byte")
+
+
+def test_an_audit_that_fails_is_a_recorded_refusal_never_a_traceback(tmp_path):
+    from no_docker.supervisor.run import audit_and_undo, undo_words
+
+    state = str(tmp_path)
+    later_code, undo, not_undone, recorded = audit_and_undo(_AuditThatCannotRead(), True, None, "r9", state)
+    line = ("(the after-run audit failed: ValueError: embedded null byte; what the run left in /w, /w2 "
+            "is not known)")
+    assert later_code == [line] and not_undone == [line] and undo is None and recorded == "r9"
+    assert "new runs there refuse until: no-docker end r9" in undo_words(undo, not_undone, recorded)
+    with pytest.raises(NotProven) as err:
+        left.refuse_if_left(state, ["/w2/sub"])  # the next run there
+    assert "no-docker end r9" in str(err.value)
+
+
+def test_an_audit_that_fails_without_a_writable_state_dir_says_so(tmp_path):
+    from no_docker.supervisor.run import audit_and_undo
+
+    missing = str(tmp_path / "gone")
+    later_code, _, not_undone, recorded = audit_and_undo(_AuditThatCannotRead(), True, None, "r9", missing)
+    assert recorded is None and later_code and "could not be written" in not_undone[1], not_undone

@@ -154,3 +154,13 @@ def test_a_run_that_rewrites_the_config_is_not_proven(tmp_path):
     assert result.returncode == 125, result.stderr
     assert f"{tmp_path}/sub/pyproject.toml: absent -> file:[tool.no-docker]" in result.stderr, result.stderr
     assert "moved aside to" in result.stderr and not (tmp_path / "sub" / "pyproject.toml").exists()
+
+
+def test_a_pyproject_nested_too_deeply_is_a_usage_error_not_a_traceback(tmp_path):
+    from no_docker.supervisor.errors import UsageError
+    from no_docker.supervisor.isolation import config
+
+    (tmp_path / "pyproject.toml").write_text("[tool.no-docker]\nx = " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(UsageError) as err:
+        config.load(str(tmp_path))
+    assert "nested too deeply to read as TOML" in str(err.value)
