@@ -25,6 +25,7 @@ from __future__ import annotations
 
 # _signal, not signal: the wrapper module imports enum, a measurable part of `run -- true`.
 import _signal as signal
+import errno
 import os
 import select
 import sys
@@ -189,10 +190,10 @@ def check_paths(request: Request) -> None:
                 raise UsageError(f"{flag} {printable(shown)}: {problem}")
     if not (request.rw or request.ro or request.report):
         return  # the common path: nothing more is named through a writable root
-    roots = [os.path.realpath(p) for p in (request.work or os.getcwd(), *request.rw)]
+    roots = report_roots(request)
     named = [("--rw", p) for p in request.rw] + [("--ro", p) for p in request.ro]
     if request.report:
-        named.append(("--report", os.path.dirname(os.path.abspath(request.report))))
+        named.append(("--report", os.path.dirname(os.path.join(os.getcwd(), request.report))))
     for flag, path in named:
         link = link_below_a_root(path, roots)
         if link is not None:
@@ -203,6 +204,16 @@ def check_paths(request: Request) -> None:
                              "this run's writes elsewhere: give the real path")
 
 
+def report_roots(request: Request) -> list[str]:
+    """The real paths of REQUEST's writable roots (work dir, --rw), for the link checks; a path
+    that cannot be resolved (changed while it was read) is a usage error, never a traceback."""
+    try:
+        return [os.path.realpath(p) for p in (request.work or os.getcwd(), *request.rw)]
+    except OSError as err:
+        raise UsageError(f"cannot resolve the work dir or a --rw: {err.strerror or err} "
+                         "(changed meanwhile?)") from err
+
+
 def link_below_a_root(path: str, roots: list[str]) -> str | None:
     """The first symlink on PATH's way that lies inside one of ROOTS (real paths of the work
     dir and --rw), or None. A run may leave such a link where it could write (`a/reports` ->
@@ -210,8 +221,14 @@ def link_below_a_root(path: str, roots: list[str]) -> str | None:
     the supervisor's (root's) writes, or the command's, outside every root (red-team, T-85).
     A link above the roots, or beside them, is the user's own."""
     prefix = "/"
-    for part in os.path.abspath(path).strip("/").split("/"):
-        if not part:
+    # The components as given, not os.path.abspath's: it folds `cache/..` away lexically, where
+    # the kernel (and bwrap's mount) follows `cache` first and then its target's parent (T-85,
+    # red-team round 2: `--rw out/cache/..` with a planted out/cache wrote outside).
+    for part in os.path.join(os.getcwd(), path).split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            prefix = os.path.dirname(os.path.realpath(prefix))
             continue
         here = os.path.join(prefix, part)
         if os.path.islink(here):
@@ -220,6 +237,37 @@ def link_below_a_root(path: str, roots: list[str]) -> str | None:
                 return here
         prefix = here
     return None
+
+
+def open_directory_below_roots(path: str, roots: list[str]) -> int:
+    """An fd (O_RDONLY|O_DIRECTORY) of the directory PATH, each component opened from the one
+    before; inside ROOTS with O_NOFOLLOW, so that a link there fails the open itself (ELOOP),
+    whenever it was swapped in: a check of the path and then an open of it left a window that a
+    concurrent run in the same work dir used to move root's --report outside (red-team round 2).
+    Links above or beside the roots are followed (the user's own). OSError as the kernel says."""
+    # O_PATH to walk (search permission is enough, as for any path); O_PATH|O_NOFOLLOW|O_DIRECTORY
+    # on a symlink fails with ENOTDIR (open(2): O_DIRECTORY), so a link inside a root stops it.
+    walk = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+    fd = os.open("/", walk)
+    try:
+        for part in os.path.join(os.getcwd(), path).split("/"):
+            if part in ("", "."):
+                continue
+            here = os.readlink(f"/proc/self/fd/{fd}")
+            inside = part != ".." and any(is_under(here, root) for root in roots)
+            try:
+                following = os.open(part, walk | (os.O_NOFOLLOW if inside else 0), dir_fd=fd)
+            except OSError as err:
+                if inside and err.errno == errno.ENOTDIR and os.path.islink(os.path.join(here, part)):
+                    raise OSError(errno.ELOOP, f"{os.path.join(here, part)} is a symlink inside a "
+                                  "directory runs may write") from None
+                raise
+            os.close(fd)
+            fd = following
+        opened = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    finally:
+        os.close(fd)
+    return opened
 
 
 # bwrap, its init and the gate take a few MiB together (their page tables, the tmpfs inodes,
@@ -1182,14 +1230,16 @@ class ReportFile:
     replaces a planted symlink itself, never its target).
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, roots: list[str] | None = None) -> None:
         self.path = path
         self.name = os.path.basename(path)
         if not self.name or self.name in (".", ".."):
             raise UsageError(f"--report {path}: not a file name")
-        directory = os.path.dirname(os.path.abspath(path))
+        directory = os.path.dirname(os.path.join(os.getcwd(), path))
         try:
-            self.dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            # Through no link inside the roots a run may write (ROOTS: the work dir, --rw), at
+            # the moment of the open (T-85).
+            self.dir_fd = open_directory_below_roots(directory, roots or [])
         except OSError as err:
             raise UsageError(f"--report {path}: cannot open its directory: {err.strerror}") from err
         # Checked now, not after CMD ran (when a 0 would have to become 125, issue 24): the name
@@ -1320,7 +1370,7 @@ def main(argv: list[str]) -> int:
             request = parse_args(argv)
         max_pids, end_timeout = ending_options(argv)
         check_paths(request)
-        report_file = ReportFile(request.report) if request.report else None
+        report_file = ReportFile(request.report, report_roots(request)) if request.report else None
         try:
             return _run(request, started, signals, max_pids, end_timeout, report_file,
                         (cli_argv, cfg) if report_file else None)

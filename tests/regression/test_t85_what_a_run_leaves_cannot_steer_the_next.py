@@ -12,6 +12,11 @@ its audit (red-team of T-81's fix, 2026-12-03).
   ``pytest.py`` in place (it ran at the next ``python -m pytest`` outside). Such a path is read
   as git reads it (a C string: the NUL ends it), and whatever the audit still cannot read is a
   recorded refusal, never a traceback.
+* Red-team round 2: ``--rw out/cache/..`` with a planted ``out/cache`` was checked as ``out``
+  (the path folded lexically) while the mount followed the link: the way is walked as the
+  kernel walks it. And the report's directory is opened component by component, through no
+  link inside a root at the moment of the open: a concurrent run swapping a link in between
+  the check and the open had moved root's report outside (tests/unit/test_planted_links.py).
 * Planted git files the plan could not read (``gitdir: <NUL>``, a ``core.hooksPath`` too long or
   through a file): a traceback and exit 1 before the run; one ``no-docker:`` line now.
 
@@ -68,6 +73,25 @@ def test_a_nested_rw_through_a_planted_link_is_refused(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "a symlink inside a directory runs may write" in result.stderr, result.stderr
     assert snapshot(outside) == [], snapshot(outside)
+
+
+@pytest.mark.parametrize("flag", ["--rw", "--ro", "--report"])
+def test_dot_dot_after_a_planted_link_is_refused(tmp_path, flag):
+    # Red-team round 2: `--rw out/cache/..` was checked as `out` (abspath folds `cache/..`),
+    # but bwrap's mount follows out/cache to its target and then goes up: the command wrote
+    # in the target's parent, outside every root.
+    require_bwrap()
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    (work / "out").mkdir(parents=True)
+    (outside / "deep").mkdir(parents=True)
+    (work / "out" / "cache").symlink_to(outside / "deep")  # what a run left
+    name = "out/cache/.." if flag != "--report" else "out/cache/../run.json"
+    target = outside / ("evil" if flag != "--report" else "run.json")
+    result = run(["--quiet", "--work", str(work), flag, name, "--", "sh", "-c", f"echo x > {target}"],
+                 cwd=work)
+    assert result.returncode == 2 and "a symlink inside a directory runs may write" in result.stderr, \
+        (result.returncode, result.stderr)
+    assert sorted(p.name for p in outside.iterdir()) == ["deep"]
 
 
 @pytest.mark.parametrize("plant", [

@@ -46,3 +46,80 @@ def test_relative_paths_are_taken_from_the_current_directory(tmp_path, monkeypat
     monkeypatch.chdir(real / "work")
     assert link_below_a_root("out/run.json", [work]) == os.path.join(os.getcwd(), "out")
     assert link_below_a_root("sub/run.json", [work]) is None
+
+
+def test_dot_dot_after_a_planted_link_is_what_the_kernel_follows(tmp_path):
+    # abspath folds `out/..` away; the kernel follows `out` to its target first (red-team 2)
+    real, work = tree(tmp_path)
+    assert link_below_a_root(str(real / "work" / "out" / ".."), [work]) == str(real / "work" / "out")
+    assert link_below_a_root(str(real / "work" / "sub" / ".." / "sub"), [work]) is None
+
+
+def test_the_report_directory_is_opened_through_no_link_inside_a_root(tmp_path):
+    import errno
+
+    import pytest
+    from no_docker.supervisor.run import open_directory_below_roots
+
+    real, work = tree(tmp_path)
+    fd = open_directory_below_roots(str(tmp_path / "via" / "work" / "sub"), [work])  # the user's link
+    try:
+        assert os.readlink(f"/proc/self/fd/{fd}") == str(real / "work" / "sub")
+    finally:
+        os.close(fd)
+    for planted in (real / "work" / "out", real / "work" / "out" / "..", real / "work" / "sub" / "deep"):
+        with pytest.raises(OSError) as err:
+            os.close(open_directory_below_roots(str(planted), [work]))
+        assert err.value.errno == errno.ELOOP, err.value
+        assert "a symlink inside a directory runs may write" in str(err.value)
+
+
+def test_a_link_swapped_in_while_the_report_directory_is_opened_never_leads_outside(tmp_path):
+    # A concurrent run in the same work dir exchanging a directory and a link (renameat2
+    # RENAME_EXCHANGE) as fast as it can: every open either fails or is the directory inside.
+    import ctypes
+    import threading
+
+    real, work = tree(tmp_path)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "renameat2"):
+        import pytest
+        pytest.skip("this libc has no renameat2 (glibc 2.28+)")
+    from no_docker.supervisor.run import open_directory_below_roots
+
+    inside = real / "work" / "rep"
+    inside.mkdir()
+    (real / "work" / "replink").symlink_to(tmp_path / "elsewhere")
+    stop = threading.Event()
+    at_fdcwd, exchange = -100, 2
+
+    def swap() -> None:
+        a, b = str(inside).encode(), str(real / "work" / "replink").encode()
+        while not stop.is_set():
+            libc.renameat2(at_fdcwd, a, at_fdcwd, b, exchange)
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    import time
+
+    opened = refused = 0
+    deadline = time.monotonic() + 20
+    try:
+        # 3000 opens at least, and on until both outcomes were seen (the scheduler decides
+        # which side of the exchange an open meets), for at most 20 s.
+        while opened + refused < 3000 or (not (opened and refused) and time.monotonic() < deadline):
+            try:
+                fd = open_directory_below_roots(str(inside), [work])
+            except OSError:
+                refused += 1
+                continue
+            try:
+                where = os.readlink(f"/proc/self/fd/{fd}")
+            finally:
+                os.close(fd)
+            assert where.startswith(work + "/"), f"opened {where}, outside the work dir"
+            opened += 1
+    finally:
+        stop.set()
+        swapper.join(timeout=10)
+    assert refused > 0, f"the swap never met an open ({opened} opened): nothing was shown"
