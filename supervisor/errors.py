@@ -1,4 +1,5 @@
-"""The few domain errors every part turns OS failures into, and their exit codes.
+"""The few domain errors every part turns OS failures into, their exit codes, and the escaping
+of what their one line quotes (``printable``).
 
 Exit codes follow DESIGN §3: the command's own status, 125 when the isolation or the
 ending cannot be proven (or no-docker cannot start the command), 126/127 like ``env``,
@@ -41,3 +42,12 @@ class NotProven(NoDockerError):
         if remedy:
             text += f" ({remedy})"
         super().__init__(text)
+
+
+def printable(text: str) -> str:
+    """TEXT with every non-printable character escaped (pure): a run names the sockets it
+    tries, and a name with a newline or an escape sequence must not write lines of its own
+    into ours (red-team review)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

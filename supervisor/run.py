@@ -36,7 +36,7 @@ from .ending.cgroup import prefer_for_oom, protect_supervisor
 from .ending.lifecycle import DEFAULT_TIMEOUT as DEFAULT_END_TIMEOUT
 from .ending.lifecycle import RunLifecycle
 from .ending.procfs import ProcfsError
-from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NotProven, UsageError
+from .errors import EXIT_NOT_PROVEN, EXIT_USAGE, NotProven, UsageError, printable
 from .isolation.diagnose import (
     NESTED_LINE,
     NetworkUse,
@@ -188,20 +188,21 @@ def check_paths(request: Request) -> None:
             if problem:
                 shown = path if real == os.path.abspath(path) else f"{path} (-> {real})"
                 raise UsageError(f"{flag} {printable(shown)}: {problem}")
-    if not (request.rw or request.ro or request.report):
-        return  # the common path: nothing more is named through a writable root
+    if not (request.rw or request.ro):
+        return  # the common path: nothing more is named through a writable root (--report: ReportFile)
     roots = report_roots(request)
-    named = [("--rw", p) for p in request.rw] + [("--ro", p) for p in request.ro]
-    if request.report:
-        named.append(("--report", os.path.dirname(os.path.join(os.getcwd(), request.report))))
-    for flag, path in named:
-        link = link_below_a_root(path, roots)
-        if link is not None:
-            shown = request.report if flag == "--report" else path
-            target = printable(os.path.realpath(link))
-            raise UsageError(f"{flag} {printable(shown)}: its way passes {printable(link)}, a symlink inside "
-                             f"a directory runs may write (-> {target}); a run could have made it to send "
-                             "this run's writes elsewhere: give the real path")
+    for flag, paths in (("--rw", request.rw), ("--ro", request.ro)):
+        for path in paths:
+            link = link_below_a_root(path, roots)
+            if link is not None:
+                raise planted_link_refusal(flag, path, link)
+
+
+def planted_link_refusal(flag: str, named: str, link: str) -> UsageError:
+    """The one line for a path named to a run (FLAG NAMED) whose way passes LINK (T-85)."""
+    return UsageError(f"{flag} {printable(named)}: its way passes {printable(link)}, a symlink inside a "
+                      f"directory runs may write (-> {printable(os.path.realpath(link))}); a run could have "
+                      "made it to send this run's writes elsewhere: give the real path")
 
 
 def report_roots(request: Request) -> list[str]:
@@ -214,37 +215,38 @@ def report_roots(request: Request) -> list[str]:
                          "(changed meanwhile?)") from err
 
 
+class PlantedLink(OSError):
+    """LINK, a symlink inside a root a run may write, lies on the way of a path named to a run."""
+
+    def __init__(self, link: str) -> None:
+        super().__init__(errno.ELOOP, f"{link} is a symlink inside a directory runs may write")
+        self.link = link
+
+
 def link_below_a_root(path: str, roots: list[str]) -> str | None:
     """The first symlink on PATH's way that lies inside one of ROOTS (real paths of the work
     dir and --rw), or None. A run may leave such a link where it could write (`a/reports` ->
     /srv/elsewhere): the next run's --report, --rw or --ro named through it would have taken
     the supervisor's (root's) writes, or the command's, outside every root (red-team, T-85).
-    A link above the roots, or beside them, is the user's own."""
-    prefix = "/"
-    # The components as given, not os.path.abspath's: it folds `cache/..` away lexically, where
-    # the kernel (and bwrap's mount) follows `cache` first and then its target's parent (T-85,
-    # red-team round 2: `--rw out/cache/..` with a planted out/cache wrote outside).
-    for part in os.path.join(os.getcwd(), path).split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            prefix = os.path.dirname(os.path.realpath(prefix))
-            continue
-        here = os.path.join(prefix, part)
-        if os.path.islink(here):
-            parent = os.path.realpath(prefix)
-            if any(is_under(parent, root) for root in roots):
-                return here
-        prefix = here
+    A link above the roots, or beside them, is the user's own. The way is the one
+    :func:`open_directory_below_roots` walks, as the kernel (and bwrap's mount) walks it."""
+    try:
+        os.close(open_directory_below_roots(path, roots))
+    except PlantedLink as planted:
+        return planted.link
+    except OSError:
+        pass  # a part missing, or not a directory: no link lies beyond it
     return None
 
 
 def open_directory_below_roots(path: str, roots: list[str]) -> int:
     """An fd (O_RDONLY|O_DIRECTORY) of the directory PATH, each component opened from the one
-    before; inside ROOTS with O_NOFOLLOW, so that a link there fails the open itself (ELOOP),
-    whenever it was swapped in: a check of the path and then an open of it left a window that a
-    concurrent run in the same work dir used to move root's --report outside (red-team round 2).
-    Links above or beside the roots are followed (the user's own). OSError as the kernel says."""
+    before, as given (`cache/..` is the parent of where `cache` leads, not lexically folded away
+    as os.path.abspath would: red-team round 2, `--rw out/cache/..`); inside ROOTS with
+    O_NOFOLLOW, so that a link there fails the open itself (PlantedLink), whenever it was swapped
+    in: a check of the path and then an open of it left a window that a concurrent run in the
+    same work dir used to move root's --report outside (red-team round 2). Links above or beside
+    the roots are followed (the user's own). Any other OSError as the kernel says."""
     # O_PATH to walk (search permission is enough, as for any path); O_PATH|O_NOFOLLOW|O_DIRECTORY
     # on a symlink fails with ENOTDIR (open(2): O_DIRECTORY), so a link inside a root stops it.
     walk = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
@@ -259,8 +261,7 @@ def open_directory_below_roots(path: str, roots: list[str]) -> int:
                 following = os.open(part, walk | (os.O_NOFOLLOW if inside else 0), dir_fd=fd)
             except OSError as err:
                 if inside and err.errno == errno.ENOTDIR and os.path.islink(os.path.join(here, part)):
-                    raise OSError(errno.ELOOP, f"{os.path.join(here, part)} is a symlink inside a "
-                                  "directory runs may write") from None
+                    raise PlantedLink(os.path.join(here, part)) from None
                 raise
             os.close(fd)
             fd = following
@@ -1066,15 +1067,6 @@ def gate_words(words: bytes) -> tuple[int | None, bytes]:
     return (int(line) if line.isdigit() and len(line) <= 10 else None), rest
 
 
-def printable(text: str) -> str:
-    """TEXT with every non-printable character escaped (pure): a run names the sockets it
-    tries, and a name with a newline or an escape sequence must not write lines of its own
-    into ours (red-team review)."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
 def audit_and_undo(audit: LaterCodeAudit, released: bool, policy: Policy, run_id: str, state: str
                    ) -> tuple[list[str], object, list[str], str | None]:
     """(later-code lines, the undo, what is not undone, the run id of the record that stops the
@@ -1240,6 +1232,8 @@ class ReportFile:
             # Through no link inside the roots a run may write (ROOTS: the work dir, --rw), at
             # the moment of the open (T-85).
             self.dir_fd = open_directory_below_roots(directory, roots or [])
+        except PlantedLink as planted:
+            raise planted_link_refusal("--report", path, planted.link) from None
         except OSError as err:
             raise UsageError(f"--report {path}: cannot open its directory: {err.strerror}") from err
         # Checked now, not after CMD ran (when a 0 would have to become 125, issue 24): the name

@@ -23,14 +23,14 @@ import stat
 import sys
 import time
 
-from ..errors import NotProven
+from ..errors import NotProven, printable
 from . import tool_sources
 from .policy import SYSTEM_DIRS, is_under
 
 
 def _shown(path: str, limit: int = 160) -> str:
-    """PATH for a one-line message: escaped where not printable, cut where longer than LIMIT."""
-    text = path if path.isprintable() else path.encode("unicode_escape").decode("ascii")
+    """PATH for a one-line message: ``printable``, cut where longer than LIMIT."""
+    text = printable(path)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(path)} characters)"
 
 

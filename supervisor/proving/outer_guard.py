@@ -48,6 +48,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ..ending.procfs import parse_stat
 from ..errors import NoDockerError
 
 # Directories whose host contents must never be visible inside the guard.
@@ -684,13 +685,11 @@ def describe_process(pid: int, proc: str = "/proc") -> str:
             data = f.read()
     except OSError:
         return f"{pid} (gone)"
-    close = data.rfind(b")")  # comm may hold spaces and parentheses: the last ')' ends it
-    if close < 0:
+    try:
+        st = parse_stat(data)
+    except ValueError:
         return f"{pid} (unreadable stat)"
-    comm = data[data.find(b"(") + 1:close].decode(errors="replace")
-    fields = data[close + 2:].split()
-    state, ppid = (fields[0].decode(errors="replace"), fields[1].decode()) if len(fields) > 1 else ("?", "?")
-    return f"{pid} ({comm}, state {state}, parent {ppid})"
+    return f"{pid} ({st.comm.decode(errors='replace')}, state {st.state}, parent {st.ppid})"
 
 
 def userns_needed() -> bool:

@@ -477,7 +477,8 @@ def test_a_leftover_is_named_with_its_comm_state_and_parent(tmp_path):
     from no_docker.supervisor.proving.outer_guard import describe_process
 
     (tmp_path / "41").mkdir()
-    (tmp_path / "41" / "stat").write_bytes(b"41 (a) (b c) Z 7 41 41 0 -1 4194560 0 0\n")
+    fields = b" ".join(b"0" for _ in range(40))  # a whole line: what procfs.parse_stat reads
+    (tmp_path / "41" / "stat").write_bytes(b"41 (a) (b c) Z 7 " + fields + b"\n")
     assert describe_process(41, proc=str(tmp_path)) == "41 (a) (b c, state Z, parent 7)"
     assert describe_process(42, proc=str(tmp_path)) == "42 (gone)"
     (tmp_path / "43").mkdir()
