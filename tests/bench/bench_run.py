@@ -21,7 +21,18 @@ stdin and stdout are /dev/null. Commands:
 * ``bwrap_same_flags``     bare bwrap with the argv no-docker builds, ``true`` instead of the
                            probe (the floor);
 * ``unshare``              ``unshare -n -p -f true`` (``-r`` added for an ordinary user);
-* ``firejail``             ``firejail --quiet --noprofile --net=none true``.
+* ``firejail``             ``firejail --quiet --noprofile --net=none true``;
+* ``python_spawns_bwrap``  the regular install's interpreter, ``-I -S``, doing nothing but
+                           ``posix_spawn`` of the bare bwrap above and ``waitpid``: the floor of
+                           any supervisor that is a CPython process started for each run;
+* ``no_docker_warm``       the same run as ``no_docker``, started in-process
+                           (``run.main``) by one long-lived helper of the regular install that
+                           has already made a run: no interpreter start and no import. Its CPU is
+                           the helper's own (every thread) plus its children's, read with
+                           ``getrusage`` around the call; its wall is the call's.
+
+The last two are not targets: they say where a figure lies between the floor of a per-run
+CPython process and the proof's own work (docs/performance.md, "Start-up, fifth pass").
 
 stdout: one JSON document (medians, min/max, ratios to firejail and to bare bwrap, and the
 ``targets`` of issue 14: wall <= 30 ms, wall < firejail, CPU <= 1.5 x firejail; of issue 26: CPU
@@ -50,7 +61,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import regular_install  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-NAMES = ("no_docker", "no_docker_direct", "no_docker_editable", "bwrap_same_flags", "unshare", "firejail")
+NAMES = ("no_docker", "no_docker_direct", "no_docker_editable", "bwrap_same_flags", "unshare", "firejail",
+         "python_spawns_bwrap", "no_docker_warm")
 OURS = ("no_docker", "no_docker_direct", "no_docker_editable")
 REFERENCES = ("firejail", "bwrap_same_flags")
 # An ordinary user may make a network and pid namespace only inside a user namespace of its own
@@ -63,7 +75,33 @@ LABELS = {
     "bwrap_same_flags": "bare bwrap, same flags (floor)",
     "unshare": f"`{' '.join(UNSHARE_ARGV)}`",
     "firejail": "`firejail --quiet --noprofile --net=none true`",
+    "python_spawns_bwrap": "CPython only spawning that bare bwrap (per-run floor)",
+    "no_docker_warm": "the run from a warm process (no start, no imports)",
 }
+# The in-process runs of ``no_docker_warm``: one helper of the regular install, asked for a run
+# per line on the fd named by its first argument, answering on its second's with the run's exit
+# status, wall, own CPU, children's CPU, user and sys, in ms.
+WARM_HELPER = """
+import os, resource, sys, time
+from no_docker.supervisor.run import main
+
+asked, answer = int(sys.argv[1]), int(sys.argv[2])
+
+def cpu(usage):
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+while os.read(asked, 16):
+    s0, c0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    code = main(["--quiet", "--", "true"])
+    wall = (time.perf_counter() - t0) * 1000
+    s1, c1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    user = (s1.ru_utime - s0.ru_utime + c1.ru_utime - c0.ru_utime) * 1000
+    system = (s1.ru_stime - s0.ru_stime + c1.ru_stime - c0.ru_stime) * 1000
+    os.write(answer, b"%d %.4f %.4f %.4f %.4f %.4f\\n" % (code, wall, cpu(s1) - cpu(s0), cpu(c1) - cpu(c0),
+                                                        user, system))
+"""
+SPAWN_AND_WAIT = "import os, sys; os.waitpid(os.posix_spawn(sys.argv[1], sys.argv[1:], {}), 0)"
 TARGET_ORDER = ("wall_at_most_30_ms", "wall_below_firejail", "cpu_at_most_1_5x_firejail",
                 "cpu_at_most_4x_firejail", "wall_at_most_6x_bwrap")
 WALL_MAX_MS = 30.0
@@ -90,6 +128,22 @@ def cpu_delta_ms(before: object, after: object) -> float:
     if delta < 0:
         raise ValueError(f"rusage went backwards ({delta:.3f} ms): readings swapped?")
     return delta
+
+
+def parse_warm_answer(line: bytes) -> dict[str, float]:
+    """One answer of the warm helper (``WARM_HELPER``): ``code wall self children user sys``, in
+    ms. ValueError, naming the line, when it is not six numbers or the run did not exit 0."""
+    fields = line.split()
+    try:
+        code, wall, own, children, user, system = int(fields[0]), *map(float, fields[1:])
+    except (ValueError, IndexError, TypeError):
+        raise ValueError(f"the warm helper answered {line[:200]!r}, not six numbers") from None
+    if code != 0:
+        raise ValueError(f"the warm helper's run exited {code}")
+    if min(wall, own, children) < 0:
+        raise ValueError(f"the warm helper answered a negative time: {line[:200]!r}")
+    return {"wall": wall, "cpu": own + children, "user": user, "sys": system, "orphan_cpu": 0.0,
+            "orphans": 0}
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -253,6 +307,15 @@ def commands(work: Path, farm: Path, installed: dict | None, editable: bool
             errors["bwrap_same_flags"] = f"no-docker's bwrap argv: {type(err).__name__}: {err}"
     else:
         missing["bwrap_same_flags"] = "bubblewrap not installed (apt-get install bubblewrap)"
+    if "bwrap_same_flags" in cmds:
+        python = installed["python"] if installed is not None else sys.executable
+        cmds["python_spawns_bwrap"] = [python, "-I", "-S", "-c", SPAWN_AND_WAIT, *cmds["bwrap_same_flags"]]
+    else:
+        missing["python_spawns_bwrap"] = "no bare bwrap argv to spawn"
+    if installed is not None:
+        cmds["no_docker_warm"] = [installed["python"], "-c", WARM_HELPER]  # started once (WarmHelper)
+    else:
+        missing["no_docker_warm"] = "no regular install"
     for name, package, argv in (("unshare", "util-linux", UNSHARE_ARGV),
                                 ("firejail", "firejail", ["firejail", "--quiet", "--noprofile", "--net=none",
                                                           "true"])):
@@ -273,10 +336,15 @@ def set_subreaper(on: bool = True) -> bool:
     return libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
 
 
+# Children of ours that are no run's orphans (the warm helper): never waited for as one.
+KEPT_CHILDREN: set[int] = set()
+
+
 def reap_orphans(grace_s: float) -> tuple[int, float, int]:
     """Reap the descendants re-parented to us (their parent exited without reaping them), waiting
     up to GRACE_S for those still running: (reaped, their CPU ms, still running). When the run's
-    own process has been reaped, every orphan of its tree is already our child."""
+    own process has been reaped, every orphan of its tree is already our child. The children in
+    KEPT_CHILDREN are ours by design, not orphans: neither waited for nor counted."""
     reaped, cpu = 0, 0.0
     deadline = time.monotonic() + grace_s
     while True:
@@ -285,9 +353,10 @@ def reap_orphans(grace_s: float) -> tuple[int, float, int]:
         except ChildProcessError:
             return reaped, cpu, 0
         if pid == 0:
-            if time.monotonic() > deadline:
-                with open(f"/proc/self/task/{os.getpid()}/children") as f:
-                    return reaped, cpu, len(f.read().split())
+            with open(f"/proc/self/task/{os.getpid()}/children") as f:
+                running = {int(p) for p in f.read().split()} - KEPT_CHILDREN
+            if not running or time.monotonic() > deadline:
+                return reaped, cpu, len(running)
             time.sleep(0.0005)
             continue
         reaped += 1
@@ -313,6 +382,56 @@ def run_once(argv: list[str], err_fd: int) -> dict[str, float]:
             "orphan_cpu": orphan_cpu, "orphans": orphans}
 
 
+class WarmHelper:
+    """The long-lived process behind ``no_docker_warm``: started once, asked for one in-process
+    run at a time, ended (and reaped) by ``close``, on every path out of ``measure``."""
+
+    def __init__(self, argv: list[str], err_fd: int) -> None:
+        import subprocess
+
+        self._err_fd = err_fd
+        self._to_r, self._to_w = os.pipe()
+        self._from_r, self._from_w = os.pipe()
+        with open(os.devnull, "rb") as null_in, open(os.devnull, "wb") as null_out:
+            self.proc = subprocess.Popen([*argv, str(self._to_r), str(self._from_w)], stdin=null_in,
+                                         stdout=null_out, stderr=err_fd, pass_fds=(self._to_r, self._from_w))
+        KEPT_CHILDREN.add(self.proc.pid)
+        os.close(self._to_r)
+        os.close(self._from_w)
+
+    def run_once(self) -> dict[str, float]:
+        answer = b""
+        try:
+            os.write(self._to_w, b"go\n")
+            while not answer.endswith(b"\n"):
+                chunk = os.read(self._from_r, 4096)
+                if not chunk:
+                    raise BrokenPipeError
+                answer += chunk
+        except BrokenPipeError:  # gone before or while it was asked (EPIPE on the write, or EOF)
+            tail = os.pread(self._err_fd, 4096, 0).decode(errors="replace")[-300:]
+            raise RuntimeError(f"the warm helper ended (status {self.proc.wait(5)}) without an answer: "
+                               f"{tail}") from None
+        try:
+            got = parse_warm_answer(answer)
+        except ValueError as err:
+            tail = os.pread(self._err_fd, 4096, 0).decode(errors="replace")[-300:]
+            raise RuntimeError(f"{err}: {tail}") from None
+        os.ftruncate(self._err_fd, 0)  # what it said of a good run is not the next one's error
+        return got
+
+    def close(self) -> None:
+        os.close(self._to_w)  # EOF: the helper's loop ends
+        try:
+            self.proc.wait(10)
+        except Exception:  # noqa: BLE001 - whatever happened, it is killed and reaped
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            KEPT_CHILDREN.discard(self.proc.pid)
+            os.close(self._from_r)
+
+
 def measure(cmds: dict[str, list[str]], runs: int, warmup: int, errors: dict[str, str]
             ) -> tuple[dict[str, dict[str, list[float]]], dict[str, int]]:
     names = list(cmds)
@@ -321,14 +440,22 @@ def measure(cmds: dict[str, list[str]], runs: int, warmup: int, errors: dict[str
     with tempfile.TemporaryDirectory(prefix="bench-run-stderr-") as tmp:
         # O_APPEND: the child's writes land after the truncation, not at a stale shared offset
         fd = os.open(os.path.join(tmp, "stderr"), os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        warm: WarmHelper | None = None
         try:
+            if "no_docker_warm" in cmds and "no_docker_warm" not in errors:
+                warm = WarmHelper(cmds["no_docker_warm"], fd)
+                try:
+                    warm.run_once()  # its first run imports what the run path imports lazily
+                except (RuntimeError, OSError) as failure:
+                    errors["no_docker_warm"] = str(failure)
             for round_ in range(warmup + runs):
                 shift = round_ % len(names)
                 for name in names[shift:] + names[:shift]:
                     if name in errors:
                         continue
                     try:
-                        got = run_once(cmds[name], fd)
+                        warm_run = name == "no_docker_warm" and warm is not None
+                        got = warm.run_once() if warm_run else run_once(cmds[name], fd)  # type: ignore[union-attr]
                     except (RuntimeError, OSError) as failure:
                         errors[name] = str(failure)
                         continue
@@ -337,6 +464,8 @@ def measure(cmds: dict[str, list[str]], runs: int, warmup: int, errors: dict[str
                         for key in SAMPLED:
                             samples[name][key].append(got[key])
         finally:
+            if warm is not None:
+                warm.close()
             os.close(fd)
     return samples, orphans
 

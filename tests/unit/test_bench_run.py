@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -111,6 +112,42 @@ def test_markdown_table_has_a_row_per_command_and_the_targets_in_order():
     assert [g.split(" | ")[2] for g in goals] == ["**no** |"] * 5
     assert goals[0].startswith("| no-docker run -- true, wall median <= 30 ms | 50.0 ms")
     assert goals[2].startswith("| CPU median")
+
+
+def test_a_warm_answer_is_six_numbers_of_a_run_that_exited_0():
+    got = bench_run.parse_warm_answer(b"0 29.5 14.25 11.0 18.0 7.25\n")
+    assert got == {"wall": 29.5, "cpu": 25.25, "user": 18.0, "sys": 7.25, "orphan_cpu": 0.0, "orphans": 0}
+
+
+@pytest.mark.parametrize("line, says", [
+    (b"", "not six numbers"), (b"0 1 2 3 4\n", "not six numbers"), (b"0 1 2 3 4 x\n", "not six numbers"),
+    (b"125 1 2 3 4 5\n", "exited 125"), (b"0 1 -2 3 4 5\n", "negative"),
+])
+def test_a_warm_answer_that_is_not_a_clean_run_is_refused_with_the_line(line, says):
+    with pytest.raises(ValueError, match=says):
+        bench_run.parse_warm_answer(line)
+
+
+def test_the_warm_helper_answers_each_request_and_is_reaped_at_close(tmp_path):
+    # A stand-in helper speaking the same protocol (the real one needs a sandbox): one answer per
+    # request, then EOF ends it and close() reaps it; a helper that dies is an error, not a hang.
+    fake = ("import os, sys\nasked, answer = int(sys.argv[1]), int(sys.argv[2])\n"
+            "while os.read(asked, 16):\n    os.write(answer, b'0 1.5 2 3 4 1\\n')\n")
+    err = os.open(tmp_path / "err", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        helper = bench_run.WarmHelper([sys.executable, "-c", fake], err)
+        assert [helper.run_once()["cpu"] for _ in range(3)] == [5.0] * 3
+        helper.close()
+        assert helper.proc.returncode == 0
+        says_gone = "import sys; print('gone', file=sys.stderr)"
+        dying = bench_run.WarmHelper([sys.executable, "-c", says_gone], err)
+        dying.proc.wait(30)  # gone before it is asked: the request's write meets EPIPE
+        with pytest.raises(RuntimeError, match="ended .status 0. without an answer: gone"):
+            dying.run_once()
+        dying.close()
+        assert dying.proc.returncode == 0
+    finally:
+        os.close(err)
 
 
 def test_unmeasured_reads_both_document_versions():
@@ -221,3 +258,20 @@ def test_a_descendant_left_unreaped_is_reaped_and_its_cpu_counted(tmp_path):
     got = json.loads(done.stdout)
     assert got["orphans"] == 1
     assert got["orphan_cpu"] >= 25  # the grandchild's busy loop (process_time >= 30 ms)
+
+
+def test_a_kept_child_is_neither_waited_for_nor_counted_as_an_orphan():
+    # The warm helper lives through every round: reap_orphans must not take it for a run's orphan
+    # still running (each round waited out the whole grace, 2 s, before this was so).
+    kept = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    bench_run.KEPT_CHILDREN.add(kept.pid)
+    try:
+        started = time.monotonic()
+        assert bench_run.reap_orphans(grace_s=30.0) == (0, 0.0, 0)
+        assert time.monotonic() - started < 10  # at once, not after the grace
+        bench_run.KEPT_CHILDREN.discard(kept.pid)
+        assert bench_run.reap_orphans(grace_s=0.0) == (0, 0.0, 1)  # not kept: one still running
+    finally:
+        bench_run.KEPT_CHILDREN.discard(kept.pid)
+        kept.kill()
+        kept.wait()

@@ -15,7 +15,8 @@ import pytest
 from isolation_helpers import bwrap_works
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_run.py"
-NAMES = {"no_docker", "no_docker_direct", "bwrap_same_flags", "unshare", "firejail"}
+NAMES = {"no_docker", "no_docker_direct", "bwrap_same_flags", "unshare", "firejail", "python_spawns_bwrap",
+         "no_docker_warm"}
 
 
 @pytest.mark.skipif(bwrap_works() is not None, reason=bwrap_works() or "")
@@ -30,7 +31,8 @@ def test_bench_run_prints_medians_cpu_ratios_and_targets(tmp_path):
     assert installed["problems"] == [] and installed["cached"] is False
     assert installed["script"].startswith(str(cache) + "/")
     assert installed["pth_files"] == ["_no_docker_bench_deps.pth"]
-    for name in ("no_docker", "no_docker_direct", "bwrap_same_flags"):
+    for name in ("no_docker", "no_docker_direct", "bwrap_same_flags", "python_spawns_bwrap",
+                 "no_docker_warm"):
         assert doc["median_ms"][name] > 0 and doc["cpu_median_ms"][name] > 0
         assert doc["wall_ms"][name]["n"] == 2
     assert set(doc["median_ms"]) | set(doc["missing"]) == NAMES
