@@ -29,7 +29,8 @@ stdin and stdout are /dev/null. Commands:
                            (``run.main``) by one long-lived helper of the regular install that
                            has already made a run: no interpreter start and no import. Its CPU is
                            the helper's own (every thread) plus its children's, read with
-                           ``getrusage`` around the call; its wall is the call's.
+                           ``getrusage`` around the call, plus what the run left to the bench
+                           (bwrap's init, reaped here); its wall is the call's.
 
 The last two are not targets: they say where a figure lies between the floor of a per-run
 CPython process and the proof's own work (docs/performance.md, "Start-up, fifth pass").
@@ -336,31 +337,48 @@ def set_subreaper(on: bool = True) -> bool:
     return libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
 
 
-# Children of ours that are no run's orphans (the warm helper): never waited for as one.
+# Children of ours that are no run's orphans (the warm helper): neither waited for nor reaped here.
 KEPT_CHILDREN: set[int] = set()
+
+
+def our_children() -> set[int]:
+    """Every child of this process, from each of its threads' /proc children list."""
+    kids: set[int] = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                kids.update(int(p) for p in f.read().split())
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+    return kids
 
 
 def reap_orphans(grace_s: float) -> tuple[int, float, int]:
     """Reap the descendants re-parented to us (their parent exited without reaping them), waiting
     up to GRACE_S for those still running: (reaped, their CPU ms, still running). When the run's
-    own process has been reaped, every orphan of its tree is already our child. The children in
-    KEPT_CHILDREN are ours by design, not orphans: neither waited for nor counted."""
+    own process has been reaped, every orphan of its tree is already our child. A child in
+    KEPT_CHILDREN is ours by design, not an orphan: it is waited on by pid only, never here (a
+    ``wait4(-1)`` would reap it, dead, and charge its whole life to the run at hand)."""
     reaped, cpu = 0, 0.0
     deadline = time.monotonic() + grace_s
     while True:
-        try:
-            pid, _, usage = os.wait4(-1, os.WNOHANG)
-        except ChildProcessError:
+        running = our_children() - KEPT_CHILDREN
+        if not running:
             return reaped, cpu, 0
-        if pid == 0:
-            with open(f"/proc/self/task/{os.getpid()}/children") as f:
-                running = {int(p) for p in f.read().split()} - KEPT_CHILDREN
-            if not running or time.monotonic() > deadline:
-                return reaped, cpu, len(running)
+        for pid in list(running):
+            try:
+                got, _, usage = os.wait4(pid, os.WNOHANG)
+            except ChildProcessError:  # reaped meanwhile by whoever waited on it by pid
+                running.discard(pid)
+                continue
+            if got:
+                reaped += 1
+                cpu += sum(cpu_ms(usage))
+                running.discard(pid)
+        if running and time.monotonic() > deadline:
+            return reaped, cpu, len(running)
+        if running:
             time.sleep(0.0005)
-            continue
-        reaped += 1
-        cpu += sum(cpu_ms(usage))
 
 
 def run_once(argv: list[str], err_fd: int) -> dict[str, float]:
@@ -384,49 +402,84 @@ def run_once(argv: list[str], err_fd: int) -> dict[str, float]:
 
 class WarmHelper:
     """The long-lived process behind ``no_docker_warm``: started once, asked for one in-process
-    run at a time, ended (and reaped) by ``close``, on every path out of ``measure``."""
+    run at a time, ended (and reaped) by ``close``, on every path out of ``measure``. A run of
+    it leaves what the run's own process does not reap (bwrap's init, where the run has a
+    cgroup and so is no subreaper: ending/lifecycle.py) to the nearest subreaper above, this
+    bench: ``run_once`` reaps and counts those, as ``run_once`` of a command does."""
+
+    ANSWER_TIMEOUT = 120.0  # one run, ended and proven: seconds even on a loaded machine
+    CLOSE_GRACE = 10.0  # from EOF on its requests until it is killed
 
     def __init__(self, argv: list[str], err_fd: int) -> None:
         import subprocess
 
         self._err_fd = err_fd
+        self._closed = False
         self._to_r, self._to_w = os.pipe()
         self._from_r, self._from_w = os.pipe()
-        with open(os.devnull, "rb") as null_in, open(os.devnull, "wb") as null_out:
-            self.proc = subprocess.Popen([*argv, str(self._to_r), str(self._from_w)], stdin=null_in,
-                                         stdout=null_out, stderr=err_fd, pass_fds=(self._to_r, self._from_w))
+        try:
+            with open(os.devnull, "rb") as null_in, open(os.devnull, "wb") as null_out:
+                self.proc = subprocess.Popen([*argv, str(self._to_r), str(self._from_w)], stdin=null_in,
+                                             stdout=null_out, stderr=err_fd,
+                                             pass_fds=(self._to_r, self._from_w))
+        except BaseException:
+            for fd in (self._to_r, self._to_w, self._from_r, self._from_w):
+                os.close(fd)
+            raise
         KEPT_CHILDREN.add(self.proc.pid)
         os.close(self._to_r)
         os.close(self._from_w)
 
+    def _said(self) -> str:
+        return os.pread(self._err_fd, 4096, 0).decode(errors="replace")[-300:]
+
     def run_once(self) -> dict[str, float]:
+        import select
+
         answer = b""
         try:
             os.write(self._to_w, b"go\n")
+            deadline = time.monotonic() + self.ANSWER_TIMEOUT
             while not answer.endswith(b"\n"):
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self._from_r], [], [], left)[0]:
+                    raise RuntimeError(f"the warm helper gave no answer within {self.ANSWER_TIMEOUT:g} s: "
+                                       f"{self._said()}")
                 chunk = os.read(self._from_r, 4096)
                 if not chunk:
                     raise BrokenPipeError
                 answer += chunk
         except BrokenPipeError:  # gone before or while it was asked (EPIPE on the write, or EOF)
-            tail = os.pread(self._err_fd, 4096, 0).decode(errors="replace")[-300:]
             raise RuntimeError(f"the warm helper ended (status {self.proc.wait(5)}) without an answer: "
-                               f"{tail}") from None
+                               f"{self._said()}") from None
         try:
             got = parse_warm_answer(answer)
         except ValueError as err:
-            tail = os.pread(self._err_fd, 4096, 0).decode(errors="replace")[-300:]
-            raise RuntimeError(f"{err}: {tail}") from None
+            raise RuntimeError(f"{err}: {self._said()}") from None
+        orphans, orphan_cpu, _ = reap_orphans(grace_s=2.0)  # the run's init, left to us
+        got["cpu"] += orphan_cpu
+        got["orphan_cpu"], got["orphans"] = orphan_cpu, orphans
         os.ftruncate(self._err_fd, 0)  # what it said of a good run is not the next one's error
         return got
 
     def close(self) -> None:
-        os.close(self._to_w)  # EOF: the helper's loop ends
+        """End the helper (EOF on its requests; killed if it does not go within CLOSE_GRACE, or if
+        anything interrupts the wait) and reap it. Once; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        import subprocess
+
+        os.close(self._to_w)
         try:
-            self.proc.wait(10)
-        except Exception:  # noqa: BLE001 - whatever happened, it is killed and reaped
+            self.proc.wait(self.CLOSE_GRACE)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        except BaseException:  # interrupted: killed and reaped all the same, then on it goes
+            self.proc.kill()
+            self.proc.wait()
+            raise
         finally:
             KEPT_CHILDREN.discard(self.proc.pid)
             os.close(self._from_r)
@@ -443,8 +496,8 @@ def measure(cmds: dict[str, list[str]], runs: int, warmup: int, errors: dict[str
         warm: WarmHelper | None = None
         try:
             if "no_docker_warm" in cmds and "no_docker_warm" not in errors:
-                warm = WarmHelper(cmds["no_docker_warm"], fd)
                 try:
+                    warm = WarmHelper(cmds["no_docker_warm"], fd)
                     warm.run_once()  # its first run imports what the run path imports lazily
                 except (RuntimeError, OSError) as failure:
                     errors["no_docker_warm"] = str(failure)

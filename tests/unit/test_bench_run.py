@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -134,20 +133,35 @@ def test_the_warm_helper_answers_each_request_and_is_reaped_at_close(tmp_path):
     fake = ("import os, sys\nasked, answer = int(sys.argv[1]), int(sys.argv[2])\n"
             "while os.read(asked, 16):\n    os.write(answer, b'0 1.5 2 3 4 1\\n')\n")
     err = os.open(tmp_path / "err", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    helpers: list[bench_run.WarmHelper] = []
     try:
         helper = bench_run.WarmHelper([sys.executable, "-c", fake], err)
+        helpers.append(helper)
         assert [helper.run_once()["cpu"] for _ in range(3)] == [5.0] * 3
         helper.close()
+        helper.close()  # once: a second call closes nothing again
         assert helper.proc.returncode == 0
         says_gone = "import sys; print('gone', file=sys.stderr)"
         dying = bench_run.WarmHelper([sys.executable, "-c", says_gone], err)
+        helpers.append(dying)
         dying.proc.wait(30)  # gone before it is asked: the request's write meets EPIPE
         with pytest.raises(RuntimeError, match="ended .status 0. without an answer: gone"):
             dying.run_once()
-        dying.close()
-        assert dying.proc.returncode == 0
+        mute = bench_run.WarmHelper([sys.executable, "-c", "import time; time.sleep(60)"], err)
+        helpers.append(mute)
+        mute.ANSWER_TIMEOUT = mute.CLOSE_GRACE = 0.2
+        with pytest.raises(RuntimeError, match="no answer within 0.2 s"):
+            mute.run_once()
+        garbled = bench_run.WarmHelper([sys.executable, "-c", fake.replace("0 1.5 2 3 4 1", "0 1.5 x")], err)
+        helpers.append(garbled)
+        with pytest.raises(RuntimeError, match="not six numbers"):
+            garbled.run_once()
     finally:
+        for each in helpers:
+            each.close()  # the sleeper ignores EOF: killed after its CLOSE_GRACE
         os.close(err)
+    assert all(each.proc.returncode is not None for each in helpers)  # every one reaped
+    assert mute.proc.returncode == -9  # the one deaf to EOF was killed
 
 
 def test_unmeasured_reads_both_document_versions():
@@ -260,18 +274,40 @@ def test_a_descendant_left_unreaped_is_reaped_and_its_cpu_counted(tmp_path):
     assert got["orphan_cpu"] >= 25  # the grandchild's busy loop (process_time >= 30 ms)
 
 
-def test_a_kept_child_is_neither_waited_for_nor_counted_as_an_orphan():
+_KEPT = r"""
+import json, os, subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+import bench_run
+alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+dead = subprocess.Popen([sys.executable, "-c", "pass"])
+bench_run.KEPT_CHILDREN.update((alive.pid, dead.pid))
+out = {}
+try:
+    while not os.waitid(os.P_PID, dead.pid, os.WEXITED | os.WNOWAIT):  # a zombie now, unreaped
+        pass
+    started = time.monotonic()
+    out["kept"] = bench_run.reap_orphans(grace_s=30.0)
+    out["seconds"] = time.monotonic() - started
+    out["dead_still_ours"] = os.waitpid(dead.pid, 0)[0] == dead.pid  # not reaped by reap_orphans
+    bench_run.KEPT_CHILDREN.discard(alive.pid)
+    out["not_kept"] = bench_run.reap_orphans(grace_s=0.0)
+finally:
+    alive.kill()
+    alive.wait()
+print(json.dumps(out))
+"""
+
+
+def test_a_kept_child_is_neither_waited_for_nor_reaped_as_an_orphan():
     # The warm helper lives through every round: reap_orphans must not take it for a run's orphan
-    # still running (each round waited out the whole grace, 2 s, before this was so).
-    kept = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    bench_run.KEPT_CHILDREN.add(kept.pid)
-    try:
-        started = time.monotonic()
-        assert bench_run.reap_orphans(grace_s=30.0) == (0, 0.0, 0)
-        assert time.monotonic() - started < 10  # at once, not after the grace
-        bench_run.KEPT_CHILDREN.discard(kept.pid)
-        assert bench_run.reap_orphans(grace_s=0.0) == (0, 0.0, 1)  # not kept: one still running
-    finally:
-        bench_run.KEPT_CHILDREN.discard(kept.pid)
-        kept.kill()
-        kept.wait()
+    # still running (each round waited out the whole grace, 2 s, before this was so), nor reap it
+    # once dead (its whole life's CPU would go to the command measured then). In a child of its
+    # own: reap_orphans reaps whatever child it finds, and pytest's are not its to take.
+    done = subprocess.run([sys.executable, "-c", _KEPT, str(BENCH)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["kept"] == [0, 0.0, 0]
+    assert got["seconds"] < 10  # at once, not after the grace
+    assert got["dead_still_ours"] is True
+    assert got["not_kept"] == [0, 0.0, 1]  # no longer kept: one child still running
