@@ -430,6 +430,14 @@ class WarmHelper:
         os.close(self._to_r)
         os.close(self._from_w)
 
+    def _status(self) -> str:
+        import subprocess
+
+        try:
+            return str(self.proc.wait(self.CLOSE_GRACE))
+        except subprocess.TimeoutExpired:  # it closed its answers and lives on: close() ends it
+            return "still running"
+
     def _said(self) -> str:
         return os.pread(self._err_fd, 4096, 0).decode(errors="replace")[-300:]
 
@@ -450,13 +458,15 @@ class WarmHelper:
                     raise BrokenPipeError
                 answer += chunk
         except BrokenPipeError:  # gone before or while it was asked (EPIPE on the write, or EOF)
-            raise RuntimeError(f"the warm helper ended (status {self.proc.wait(5)}) without an answer: "
+            raise RuntimeError(f"the warm helper ended (status {self._status()}) without an answer: "
                                f"{self._said()}") from None
+        # The run's init, left to us: reaped before anything else, even when the answer is bad,
+        # or it would be the next command's orphan.
+        orphans, orphan_cpu, _ = reap_orphans(grace_s=2.0)
         try:
             got = parse_warm_answer(answer)
         except ValueError as err:
             raise RuntimeError(f"{err}: {self._said()}") from None
-        orphans, orphan_cpu, _ = reap_orphans(grace_s=2.0)  # the run's init, left to us
         got["cpu"] += orphan_cpu
         got["orphan_cpu"], got["orphans"] = orphan_cpu, orphans
         os.ftruncate(self._err_fd, 0)  # what it said of a good run is not the next one's error

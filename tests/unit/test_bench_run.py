@@ -152,6 +152,13 @@ def test_the_warm_helper_answers_each_request_and_is_reaped_at_close(tmp_path):
         mute.ANSWER_TIMEOUT = mute.CLOSE_GRACE = 0.2
         with pytest.raises(RuntimeError, match="no answer within 0.2 s"):
             mute.run_once()
+        hangs_up = ("import os, sys, time\nos.close(int(sys.argv[2]))\nos.read(int(sys.argv[1]), 16)\n"
+                    "time.sleep(60)")  # its answers closed, it lives on
+        silent = bench_run.WarmHelper([sys.executable, "-c", hangs_up], err)
+        helpers.append(silent)
+        silent.CLOSE_GRACE = 0.2
+        with pytest.raises(RuntimeError, match="ended .status still running. without an answer"):
+            silent.run_once()
         garbled = bench_run.WarmHelper([sys.executable, "-c", fake.replace("0 1.5 2 3 4 1", "0 1.5 x")], err)
         helpers.append(garbled)
         with pytest.raises(RuntimeError, match="not six numbers"):
@@ -161,7 +168,7 @@ def test_the_warm_helper_answers_each_request_and_is_reaped_at_close(tmp_path):
             each.close()  # the sleeper ignores EOF: killed after its CLOSE_GRACE
         os.close(err)
     assert all(each.proc.returncode is not None for each in helpers)  # every one reaped
-    assert mute.proc.returncode == -9  # the one deaf to EOF was killed
+    assert mute.proc.returncode == silent.proc.returncode == -9  # those deaf to EOF were killed
 
 
 def test_unmeasured_reads_both_document_versions():
