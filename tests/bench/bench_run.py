@@ -51,8 +51,10 @@ import argparse
 import ctypes
 import json
 import os
+import select
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -381,6 +383,11 @@ def reap_orphans(grace_s: float) -> tuple[int, float, int]:
             time.sleep(0.0005)
 
 
+def stderr_tail(err_fd: int) -> str:
+    """The last of what was written to ERR_FD (a command's or the warm helper's stderr)."""
+    return os.pread(err_fd, 4096, 0).decode(errors="replace")[-300:]
+
+
 def run_once(argv: list[str], err_fd: int) -> dict[str, float]:
     """Wall and CPU (user, sys) of one run; RuntimeError if it did not exit 0."""
     os.ftruncate(err_fd, 0)
@@ -394,7 +401,7 @@ def run_once(argv: list[str], err_fd: int) -> dict[str, float]:
     user, system = cpu_ms(usage)
     orphans, orphan_cpu, _ = reap_orphans(grace_s=2.0)
     if os.waitstatus_to_exitcode(status) != 0:
-        tail = os.pread(err_fd, 4096, 0).decode(errors="replace")[-300:]
+        tail = stderr_tail(err_fd)
         raise RuntimeError(f"{' '.join(argv[:3])}... exited {os.waitstatus_to_exitcode(status)}: {tail}")
     return {"wall": wall, "cpu": user + system + orphan_cpu, "user": user, "sys": system,
             "orphan_cpu": orphan_cpu, "orphans": orphans}
@@ -411,8 +418,6 @@ class WarmHelper:
     CLOSE_GRACE = 10.0  # from EOF on its requests until it is killed
 
     def __init__(self, argv: list[str], err_fd: int) -> None:
-        import subprocess
-
         self._err_fd = err_fd
         self._closed = False
         self._to_r, self._to_w = os.pipe()
@@ -431,19 +436,12 @@ class WarmHelper:
         os.close(self._from_w)
 
     def _status(self) -> str:
-        import subprocess
-
         try:
             return str(self.proc.wait(self.CLOSE_GRACE))
         except subprocess.TimeoutExpired:  # it closed its answers and lives on: close() ends it
             return "still running"
 
-    def _said(self) -> str:
-        return os.pread(self._err_fd, 4096, 0).decode(errors="replace")[-300:]
-
     def run_once(self) -> dict[str, float]:
-        import select
-
         answer = b""
         try:
             os.write(self._to_w, b"go\n")
@@ -452,21 +450,21 @@ class WarmHelper:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([self._from_r], [], [], left)[0]:
                     raise RuntimeError(f"the warm helper gave no answer within {self.ANSWER_TIMEOUT:g} s: "
-                                       f"{self._said()}")
+                                       f"{stderr_tail(self._err_fd)}")
                 chunk = os.read(self._from_r, 4096)
                 if not chunk:
                     raise BrokenPipeError
                 answer += chunk
         except BrokenPipeError:  # gone before or while it was asked (EPIPE on the write, or EOF)
             raise RuntimeError(f"the warm helper ended (status {self._status()}) without an answer: "
-                               f"{self._said()}") from None
+                               f"{stderr_tail(self._err_fd)}") from None
         # The run's init, left to us: reaped before anything else, even when the answer is bad,
         # or it would be the next command's orphan.
         orphans, orphan_cpu, _ = reap_orphans(grace_s=2.0)
         try:
             got = parse_warm_answer(answer)
         except ValueError as err:
-            raise RuntimeError(f"{err}: {self._said()}") from None
+            raise RuntimeError(f"{err}: {stderr_tail(self._err_fd)}") from None
         got["cpu"] += orphan_cpu
         got["orphan_cpu"], got["orphans"] = orphan_cpu, orphans
         os.ftruncate(self._err_fd, 0)  # what it said of a good run is not the next one's error
@@ -478,8 +476,6 @@ class WarmHelper:
         if self._closed:
             return
         self._closed = True
-        import subprocess
-
         os.close(self._to_w)
         try:
             self.proc.wait(self.CLOSE_GRACE)
